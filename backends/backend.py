@@ -1,0 +1,115 @@
+"""The Backend object: what the harness and the convenience modules need from an array library."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from posenc.errors import BackendError, MissingFrameworkError
+
+FLOAT_DTYPES = ("float64", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class Backend:
+    """An array library as posenc sees it.
+
+    ``load`` imports the framework and returns its array-API namespace. ``to_numpy`` and
+    ``from_numpy`` convert (``from_numpy(array, dtype_name, device)``). ``compile`` wraps a
+    function of arrays for the compiled mode (None: the backend has none). ``overrides`` replace
+    individual encodings by name (a fused kernel is a backend overriding ``rope``).
+    ``force_namespace`` runs the implementations with this namespace even though the arrays
+    look like another library's (module backends wrapping NumPy). ``session`` is entered once
+    around a harness run (e.g. JAX's 64-bit mode, scoped to the harness).
+    """
+
+    name: str
+    load: Callable[[], ModuleType]
+    to_numpy: Callable[[Any], np.ndarray]
+    from_numpy: Callable[[np.ndarray, str, Any], Any]
+    dtypes: tuple[str, ...] = ("float64", "float32")
+    index_dtype: str = "int64"
+    devices: Callable[[], list[str]] = field(default=lambda: ["cpu"])
+    compile: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+    compile_name: str = ""
+    overrides: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    force_namespace: bool = False
+    session: Callable[[], contextlib.AbstractContextManager[Any]] = field(
+        default=contextlib.nullcontext)
+    requires: str | None = None  # top-level module that must be importable
+    extra: str | None = None  # pip extra that installs it
+    expectations: dict[str, str] = field(default_factory=dict)  # pattern -> reason
+
+    def available(self) -> bool:
+        """Whether the framework is installed (checked without importing it)."""
+        return self.requires is None or importlib.util.find_spec(self.requires) is not None
+
+    def namespace(self) -> ModuleType:
+        if not self.available():
+            raise MissingFrameworkError(self.requires or self.name, self.extra or self.name)
+        try:
+            return self.load()
+        except ImportError as exc:
+            if self.requires is None:
+                raise
+            raise MissingFrameworkError(self.requires, self.extra or self.name) from exc
+
+    def function(self, name: str) -> Callable[..., Any]:
+        """The callable for encoding function ``name``: an override, or the shared implementation."""
+        if name in self.overrides:
+            return self.overrides[name]
+        from posenc.encodings import public_functions
+
+        functions = public_functions()
+        if name not in functions:
+            raise BackendError(f"no encoding function named {name!r}")
+        impl = functions[name]
+        if not self.force_namespace:
+            return impl
+        xp = self.namespace()
+        from posenc._xp import use_namespace
+
+        def in_namespace(*args: Any, **kwargs: Any) -> Any:
+            with use_namespace(xp):
+                return impl(*args, **kwargs)
+
+        return in_namespace
+
+    def dtype(self, name: str) -> Any:
+        """The backend's dtype object for a name such as 'float32'."""
+        xp = self.namespace()
+        try:
+            return getattr(xp, name)
+        except AttributeError:
+            raise BackendError(f"backend {self.name!r} has no dtype {name!r}") from None
+
+
+@contextlib.contextmanager
+def no_session() -> Iterator[None]:
+    yield
+
+
+def numpy_from_dlpack(x: Any) -> np.ndarray:
+    """Copy any array to NumPy float64/int64 (via DLPack or ``__array__``)."""
+    try:
+        out = np.from_dlpack(x)
+    except (TypeError, AttributeError, BufferError, RuntimeError):
+        out = np.asarray(x)
+    return np.array(out, copy=True)
+
+
+def namespace_backend(name: str, xp: ModuleType) -> Backend:
+    """A backend for any module that is an array-API namespace (like ARRAY_API_TESTS_MODULE)."""
+
+    def from_numpy(array: np.ndarray, dtype: str, device: Any) -> Any:
+        return xp.asarray(array, dtype=getattr(xp, dtype))
+
+    dtypes = tuple(d for d in FLOAT_DTYPES if hasattr(xp, d))
+    return Backend(name=name, load=lambda: xp, to_numpy=numpy_from_dlpack, from_numpy=from_numpy,
+                   dtypes=dtypes, force_namespace=True)

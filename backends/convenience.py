@@ -1,0 +1,74 @@
+"""Per-backend convenience functions: ``from posenc.backends import torch as pe; pe.rope(x)``.
+
+Each function is the shared implementation (or the backend's override) with its array inputs
+converted to the backend's arrays (lists and NumPy arrays are accepted), dtype names such as
+``"bfloat16"`` resolved, and a ``device=`` keyword placing the arrays it converts ("cpu", "cuda").
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+
+
+def _is_foreign(value: Any) -> bool:
+    return isinstance(value, list | tuple | int | np.ndarray | np.generic)
+
+
+def wrap(backend: Backend, name: str) -> Callable[..., Any]:
+    from posenc.catalog import spec_for_function
+
+    impl = backend.function(name)
+    spec = spec_for_function(name)
+    array_inputs = [i.name for i in spec.inputs] if spec else []
+    signature = inspect.signature(impl)
+
+    @functools.wraps(impl)
+    def call(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        backend.namespace()  # a clear MissingFrameworkError before anything else
+        bound = signature.bind(*args, **kwargs)
+        for arg in array_inputs:
+            value = bound.arguments.get(arg)
+            if value is not None and _is_foreign(value):
+                host = np.asarray(value)
+                dtype = "int64" if host.dtype.kind in "iu" else host.dtype.name
+                if dtype == "int64":
+                    dtype = backend.index_dtype
+                bound.arguments[arg] = backend.from_numpy(host, dtype, device)
+        if isinstance(bound.arguments.get("dtype"), str):
+            bound.arguments["dtype"] = backend.dtype(bound.arguments["dtype"])
+        return impl(*bound.args, **bound.kwargs)
+
+    params = [p for p in signature.parameters.values() if p.name != "device"]
+    device_param = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None)
+    call.__signature__ = signature.replace(parameters=[*params, device_param])
+    return call
+
+
+def bind_module(backend: Backend) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for a backend module (PEP 562), resolved lazily."""
+    module_name = sys._getframe(1).f_globals["__name__"]
+    cache: dict[str, Callable[..., Any]] = {}
+
+    def __getattr__(name: str) -> Any:
+        from posenc.encodings import public_functions
+
+        if name not in cache:
+            if name.startswith("__") or name not in public_functions():
+                raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+            cache[name] = wrap(backend, name)
+        return cache[name]
+
+    def __dir__() -> list[str]:
+        from posenc.encodings import public_functions
+
+        return sorted({*sys.modules[module_name].__dict__, *public_functions()})
+
+    return __getattr__, __dir__

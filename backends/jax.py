@@ -1,0 +1,85 @@
+"""JAX backend: ``from posenc.backends import jax as pe`` (``pip install 'posenc[jax]'``).
+
+posenc never enables JAX's 64-bit mode for you: without it, float64 requests give float32
+as JAX always does. The conformance harness enables it inside its own run only (scoped with
+``jax.enable_x64``), so float64 goldens can be checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+from .convenience import bind_module
+
+
+def _load() -> ModuleType:
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    out = np.asarray(x)
+    if out.dtype.kind == "V" or out.dtype.name in ("bfloat16", "float16"):
+        out = out.astype(np.float64)
+    return np.array(out, copy=True)
+
+
+def _device(name: Any) -> Any:
+    import jax
+
+    if name in (None, "cpu"):
+        return jax.devices("cpu")[0]
+    if name in ("cuda", "gpu"):
+        return jax.devices("gpu")[0]
+    return name
+
+
+_NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex128": "complex64"}
+
+
+def _from_numpy(array: np.ndarray, dtype: str, device: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    if not jax.config.jax_enable_x64:  # what JAX does anyway, minus the warning
+        dtype = _NARROW.get(dtype, dtype)
+    return jax.device_put(jnp.asarray(array, dtype=getattr(jnp, dtype)), _device(device))
+
+
+def _devices() -> list[str]:
+    import jax
+
+    try:
+        has_gpu = bool(jax.devices("gpu"))
+    except RuntimeError:
+        has_gpu = False
+    return ["cpu", *(["cuda"] if has_gpu else [])]
+
+
+def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import jax
+
+    return jax.jit(fn)
+
+
+@contextlib.contextmanager
+def _session() -> Iterator[None]:
+    import jax
+
+    with jax.enable_x64(True):
+        yield
+
+
+BACKEND = Backend(
+    name="jax", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
+    dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
+    compile=_compile, compile_name="jax.jit", session=_session, requires="jax", extra="jax")
+
+__getattr__, __dir__ = bind_module(BACKEND)

@@ -1,0 +1,71 @@
+"""TensorFlow backend through posenc's array-API adapter (``pip install 'posenc[tensorflow]'``).
+
+Import torch before TensorFlow when a process uses both (the other order has crashed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+from .convenience import bind_module
+
+
+def _load() -> ModuleType:
+    from . import tf_array_api
+
+    return tf_array_api
+
+
+def _tf() -> ModuleType:
+    import tensorflow as tf
+
+    return tf
+
+
+def _device(name: Any) -> str:
+    return {None: "/CPU:0", "cpu": "/CPU:0", "cuda": "/GPU:0", "gpu": "/GPU:0"}.get(name, name)
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    tf = _tf()
+    if x.dtype.is_floating and x.dtype.size < 4:
+        x = tf.cast(x, tf.float64)
+    return np.array(x.numpy(), copy=True)
+
+
+def _from_numpy(array: np.ndarray, dtype: str, device: Any) -> Any:
+    tf = _tf()
+    with tf.device(_device(device)):
+        return tf.identity(tf.constant(array, dtype=getattr(tf, dtype)))
+
+
+def _devices() -> list[str]:
+    return ["cpu", *(["cuda"] if _tf().config.list_physical_devices("GPU") else [])]
+
+
+def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _tf().function(fn, jit_compile=True)
+
+
+@contextlib.contextmanager
+def _session() -> Iterator[None]:
+    tf = _tf()
+    for gpu in tf.config.list_physical_devices("GPU"):  # don't reserve all GPU memory
+        with contextlib.suppress(RuntimeError):  # already initialised
+            tf.config.experimental.set_memory_growth(gpu, True)
+    yield
+
+
+BACKEND = Backend(
+    name="tensorflow", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
+    dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
+    compile=_compile, compile_name="tf.function(jit_compile=True)", session=_session,
+    requires="tensorflow", extra="tensorflow")
+
+__getattr__, __dir__ = bind_module(BACKEND)

@@ -1,0 +1,71 @@
+"""PyTorch backend: ``from posenc.backends import torch as pe`` (``pip install 'posenc[torch]'``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+from .convenience import bind_module
+
+
+def _torch() -> ModuleType:
+    import torch
+
+    return torch
+
+
+def _load() -> ModuleType:
+    _torch()
+    import array_api_compat.torch as xp
+
+    return xp
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    x = x.detach().to("cpu")
+    if x.dtype.is_floating_point and x.dtype.itemsize < 4:  # NumPy has no bfloat16
+        x = x.to(_torch().float64)
+    return x.numpy().copy()
+
+
+def _from_numpy(array: np.ndarray, dtype: str, device: Any) -> Any:
+    torch = _torch()
+    return torch.from_numpy(np.array(array, copy=True)).to(
+        device=device or "cpu", dtype=getattr(torch, dtype))
+
+
+def _devices() -> list[str]:
+    return ["cpu", *(["cuda"] if _torch().cuda.is_available() else [])]
+
+
+def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _torch().compile(fn, fullgraph=True)
+
+
+@contextlib.contextmanager
+def _session() -> Iterator[None]:
+    # The harness compiles many small graphs; the default recompile limit (8) would make
+    # torch.compile fail. Patched for the harness run only.
+    import warnings
+
+    import torch._dynamo
+
+    with (torch._dynamo.config.patch(cache_size_limit=1024, accumulated_cache_size_limit=4096),
+          warnings.catch_warnings()):
+        # array-api-compat's type checks use lru_cache, which dynamo traces through (harmless)
+        warnings.filterwarnings("ignore", message=".*functools.lru_cache.*")
+        yield
+
+
+BACKEND = Backend(
+    name="torch", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
+    dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
+    compile=_compile, compile_name="torch.compile(fullgraph=True)", session=_session,
+    requires="torch", extra="torch")
+
+__getattr__, __dir__ = bind_module(BACKEND)

@@ -1,0 +1,131 @@
+"""What a check sees: one backend, dtype, device and mode, and a way to call the encoding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from posenc import _xp
+from posenc.backends.backend import Backend
+from posenc.inputs import quantize
+from posenc.specs import Spec
+
+from .tolerances import Comparison, Tolerance, compare
+
+
+class CheckFailure(AssertionError):
+    """A check found the backend wrong; ``details`` carries the numbers for the report."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
+
+
+class Unsupported(Exception):
+    """The backend lacks a capability the check needs (reported as 'unsupported')."""
+
+
+@dataclass
+class Context:
+    backend: Backend
+    spec: Spec
+    dtype: str
+    mode: str  # "eager" or "compiled"
+    device: str
+    tol: Tolerance
+    params: dict[str, Any] = field(default_factory=dict)  # property params (spec-declared)
+    args: dict[str, Any] = field(default_factory=dict)  # property arguments
+    max_examples: int = 25
+    _compiled: dict[Any, Callable[..., Any]] = field(default_factory=dict)
+
+    # -- inputs -------------------------------------------------------------------------
+    @staticmethod
+    def normal(shape: tuple[int, ...], seed: int) -> np.ndarray:
+        """Quantised standard normals: exact in every float dtype under test."""
+        rng = np.random.Generator(np.random.PCG64(seed))
+        return quantize(rng.standard_normal(shape))
+
+    # -- calling the encoding ----------------------------------------------------------------
+    def _convert(self, name: str, value: np.ndarray) -> Any:
+        kind = next(i.kind for i in self.spec.inputs if i.name == name)
+        value = np.asarray(value)
+        if kind == "float":
+            return self.backend.from_numpy(value.astype(np.float64), self.dtype, self.device)
+        return self.backend.from_numpy(value.astype(np.int64), self.backend.index_dtype,
+                                       self.device)
+
+    def _callable(self, names: tuple[str, ...], params: dict[str, Any]) -> Callable[..., Any]:
+        fn = self.backend.function(self.spec.function)
+        if self.spec.dtype_parameter:
+            params = {**params, "dtype": self.backend.dtype(self.dtype)}
+
+        def call(*arrays: Any) -> Any:
+            return fn(**dict(zip(names, arrays, strict=True)), **params)
+
+        if self.mode == "eager":
+            return call
+        key = (names, tuple(sorted((k, repr(v)) for k, v in params.items())))
+        if key not in self._compiled:
+            if self.backend.compile is None:
+                raise Unsupported(f"backend {self.backend.name!r} has no compiled mode")
+            self._compiled[key] = self.backend.compile(call)
+        return self._compiled[key]
+
+    def raw(self, inputs: dict[str, np.ndarray | None], **params: Any) -> Any:
+        """Call the encoding with NumPy inputs converted; returns the backend's own array."""
+        present = tuple(k for k, v in inputs.items() if v is not None)
+        arrays = [self._convert(k, inputs[k]) for k in present]
+        return self._callable(present, {**self.params, **params})(*arrays)
+
+    def run(self, inputs: dict[str, np.ndarray | None], **params: Any) -> np.ndarray:
+        """Call the encoding and return its result as float64 NumPy, after checking that it is an
+        array of this backend, of the dtype under test."""
+        out = self.raw(inputs, **params)
+        self.check_array(out)
+        return np.asarray(self.backend.to_numpy(out), dtype=np.float64)
+
+    def check_array(self, out: Any) -> None:
+        if not hasattr(out, "dtype") or not hasattr(out, "shape"):
+            raise CheckFailure(f"returned {type(out).__name__}, not an array")
+        got = _xp.dtype_name(out.dtype)
+        if got != self.dtype:
+            raise CheckFailure(f"returned dtype {got}, expected {self.dtype} (the dtype under test)")
+
+    # -- assertions ---------------------------------------------------------------------------
+    def assert_close(self, actual: np.ndarray, expected: np.ndarray, what: str, *,
+                     scale: float | None = None, angle_bound: float = 0.0,
+                     tol: Tolerance | None = None) -> Comparison:
+        tol = tol or self.tol
+        if scale is None:
+            scale = float(np.max(np.abs(expected), initial=0.0)) or 1.0
+        result = compare(actual, expected, tol, scale=scale, angle_bound=angle_bound)
+        if not result.ok:
+            raise CheckFailure(f"{what}: {result.message}", result.details())
+        return result
+
+    def assert_equal(self, actual: np.ndarray, expected: np.ndarray, what: str) -> None:
+        actual, expected = np.asarray(actual), np.asarray(expected)
+        if actual.shape != expected.shape:
+            raise CheckFailure(f"{what}: shape {actual.shape} != {expected.shape}")
+        diff = ~((actual == expected) | (np.isnan(actual) & np.isnan(expected)))
+        if diff.any():
+            worst = tuple(int(i) for i in np.argwhere(diff)[0])
+            raise CheckFailure(
+                f"{what}: not bit-identical: {int(diff.sum())} elements differ, first at index "
+                f"{worst}: got {actual[worst]!r}, expected {expected[worst]!r}",
+                {"worst_index": list(worst), "max_abs": float(np.nanmax(np.abs(actual - expected)))})
+
+    def given(self, **strategies: Any) -> Callable[[Callable[..., None]], None]:
+        """Run the decorated function now, as a derandomised Hypothesis test."""
+        from hypothesis import HealthCheck, given, settings
+
+        def decorator(fn: Callable[..., None]) -> None:
+            test = settings(max_examples=self.max_examples, derandomize=True, database=None,
+                            deadline=None, print_blob=False,
+                            suppress_health_check=list(HealthCheck))(given(**strategies)(fn))
+            test()
+
+        return decorator

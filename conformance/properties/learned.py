@@ -1,0 +1,47 @@
+"""Properties of the learned table lookup."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..context import CheckFailure, Context
+from . import register
+
+MAX_LEN, DIM = 32, 8
+
+
+@register("learned_exact_rows")
+def exact_rows(ctx: Context) -> None:
+    """The lookup returns the table's rows bit-identically."""
+
+    @ctx.given(seed=st.integers(0, 2**32 - 1))
+    def check(seed: int) -> None:
+        table = ctx.normal((MAX_LEN, DIM), seed)
+        positions = np.random.default_rng(seed).integers(0, MAX_LEN, size=(3, 7))
+        out = ctx.run({"positions": positions, "table": table})
+        ctx.assert_equal(out, table[positions], "rows")
+
+
+@register("learned_out_of_range")
+def out_of_range(ctx: Context) -> None:
+    """Positions outside [0, max_len) with out_of_range='error': eager calls raise an error naming
+    the position; compiled calls (values unknown while tracing) fill those rows with NaN."""
+    table = ctx.normal((MAX_LEN, DIM), 0)
+    for bad in (MAX_LEN, -1, 10 * MAX_LEN):
+        positions = np.array([0, bad, MAX_LEN - 1])
+        if ctx.mode == "eager":
+            try:
+                out = ctx.run({"positions": positions, "table": table})
+            except (IndexError, ValueError) as exc:
+                if str(bad) not in str(exc) or "positions" not in str(exc):
+                    raise CheckFailure(
+                        f"position {bad}: the error does not name 'positions' and the value: "
+                        f"{exc}") from exc
+                continue
+            raise CheckFailure(f"position {bad} (max_len {MAX_LEN}) returned rows instead of "
+                               f"raising: {out[1][:4]}…")
+        out = ctx.run({"positions": positions, "table": table})
+        if not np.all(np.isnan(out[1])):
+            raise CheckFailure(f"compiled: row of position {bad} is {out[1][:4]}…, not NaN")
+        ctx.assert_equal(out[[0, 2]], table[[0, MAX_LEN - 1]], "in-range rows")

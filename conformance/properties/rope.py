@@ -1,0 +1,159 @@
+"""Properties of rotary position embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..context import CheckFailure, Context
+from . import register
+
+DIM = 16
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+def _layout(ctx: Context) -> str:
+    return ctx.params.get("layout", "half")
+
+
+def _rotate(ctx: Context, x: np.ndarray, positions: np.ndarray | None, **params: object):
+    return ctx.run({"x": x, "positions": positions}, **params)
+
+
+def _dot_bound(ctx: Context, max_position: float) -> float:
+    """Relative error allowed for <R_m q, R_n k> / (|q| |k|): two rotated vectors, each off by
+    output rounding plus the float angle error at the largest position (theta_0 = 1)."""
+    t = ctx.tol
+    return 2 * (t.rtol + t.atol + t.angle * t.compute_eps * max_position)
+
+
+@register("rope_identity_at_zero")
+def identity_at_zero(ctx: Context) -> None:
+    """R_0 = I: position 0 returns x bit-identically (cos 0 = 1 and sin 0 = 0 exactly)."""
+
+    @ctx.given(seed=SEEDS)
+    def check(seed: int) -> None:
+        x = ctx.normal((2, 5, DIM), seed)
+        ctx.assert_equal(_rotate(ctx, x, np.zeros(5, np.int64)), x, "rope at position 0")
+
+
+@register("rope_norm_preserving")
+def norm_preserving(ctx: Context) -> None:
+    """Rotations keep every row's Euclidean norm."""
+
+    @ctx.given(seed=SEEDS, top=st.integers(1, 2**16))
+    def check(seed: int, top: int) -> None:
+        x = ctx.normal((3, 4, DIM), seed)
+        positions = np.random.default_rng(seed).integers(0, top, size=4)
+        out = _rotate(ctx, x, positions)
+        norms = np.linalg.norm(x, axis=-1)
+        ctx.assert_close(np.linalg.norm(out, axis=-1), norms, "row norms",
+                         scale=float(norms.max()), tol=ctx.tol.loosened(2))
+
+
+@register("rope_relative_invariance")
+def relative_invariance(ctx: Context) -> None:
+    """<R_m q, R_n k> depends on m - n only: shifting both positions by s changes nothing.
+
+    args: max_shift (default 100000)."""
+    max_shift = int(ctx.args.get("max_shift", 100_000))
+
+    @ctx.given(seed=SEEDS, m=st.integers(0, 512), n=st.integers(0, 512),
+               shift=st.one_of(st.integers(0, 1024), st.integers(0, max_shift)))
+    def check(seed: int, m: int, n: int, shift: int) -> None:
+        q, k = ctx.normal((2, DIM), seed)
+        out = _rotate(ctx, np.stack([q, k, q, k]), np.array([m, n, m + shift, n + shift]))
+        before, after = out[0] @ out[1], out[2] @ out[3]
+        scale = float(np.linalg.norm(q) * np.linalg.norm(k))
+        allowed = _dot_bound(ctx, m + shift + n + shift) * scale
+        if abs(after - before) > allowed:
+            raise CheckFailure(
+                f"<R_m q, R_n k> changed under a shift: m={m}, n={n}, shift={shift}: "
+                f"{before:.9g} -> {after:.9g} (difference {abs(after - before):.3e} > "
+                f"tolerance {allowed:.3e})",
+                {"max_abs": abs(after - before), "tolerance": allowed})
+
+
+@register("rope_composition")
+def composition(ctx: Context) -> None:
+    """R_b (R_a x) = R_{a+b} x: rotations by positions compose additively."""
+
+    @ctx.given(seed=SEEDS, top=st.integers(1, 4096))
+    def check(seed: int, top: int) -> None:
+        rng = np.random.default_rng(seed)
+        x = ctx.normal((2, 6, DIM), seed)
+        a, b = rng.integers(0, top, size=6), rng.integers(0, top, size=6)
+        twice = _rotate(ctx, _rotate(ctx, x, a), b)
+        ctx.assert_close(twice, _rotate(ctx, x, a + b), "R_b(R_a x) vs R_(a+b) x",
+                         scale=float(np.abs(x).max()), angle_bound=2.0 * float((a + b).max()),
+                         tol=ctx.tol.loosened(3))
+
+
+def interleaved_to_half(dim: int) -> np.ndarray:
+    """Channel permutation p with half-layout features = interleaved features[p]."""
+    return np.concatenate([np.arange(0, dim, 2), np.arange(1, dim, 2)])
+
+
+@register("rope_layout_permutation")
+def layout_permutation(ctx: Context) -> None:
+    """interleaved(x) = P⁻¹ half(P x) for the channel permutation P pairing (2i, 2i+1) ↔ (i, i+d/2)."""
+    perm = interleaved_to_half(DIM)
+    inverse = np.argsort(perm)
+
+    @ctx.given(seed=SEEDS, top=st.integers(1, 4096))
+    def check(seed: int, top: int) -> None:
+        x = ctx.normal((2, 7, DIM), seed)
+        positions = np.random.default_rng(seed).integers(0, top, size=7)
+        inter = _rotate(ctx, x, positions, layout="interleaved")
+        half = _rotate(ctx, x[..., perm], positions, layout="half")[..., inverse]
+        ctx.assert_close(half, inter, "P⁻¹ half(P x) vs interleaved(x)",
+                         scale=float(np.abs(x).max()), angle_bound=float(positions.max()),
+                         tol=ctx.tol.loosened(2))
+
+
+@register("rope_partial_tail")
+def partial_tail(ctx: Context) -> None:
+    """With rotary_dim r < d the features r.. pass through bit-identically and the first r
+    equal a full rotation of x[..., :r]."""
+    dim = 24
+
+    @ctx.given(seed=SEEDS, rotary_dim=st.sampled_from([2, 8, 16]))
+    def check(seed: int, rotary_dim: int) -> None:
+        x = ctx.normal((3, 5, dim), seed)
+        positions = np.random.default_rng(seed).integers(0, 2048, size=5)
+        out = _rotate(ctx, x, positions, rotary_dim=rotary_dim)
+        ctx.assert_equal(out[..., rotary_dim:], x[..., rotary_dim:], "pass-through features")
+        head = _rotate(ctx, np.ascontiguousarray(x[..., :rotary_dim]), positions)
+        ctx.assert_close(out[..., :rotary_dim], head, "rotated features vs full rope of the slice",
+                         scale=float(np.abs(x).max()), angle_bound=float(positions.max()),
+                         tol=ctx.tol.loosened(2))
+
+
+@register("rope_decode_offset")
+def decode_offset(ctx: Context) -> None:
+    """Decoding one token at position t (KV cache) equals row t of the full-sequence result."""
+    length = 32
+
+    @ctx.given(seed=SEEDS, t=st.integers(0, length - 1), start=st.sampled_from([0, 4096]))
+    def check(seed: int, t: int, start: int) -> None:
+        x = ctx.normal((2, length, DIM), seed)
+        full = _rotate(ctx, x, np.arange(start, start + length))
+        step = _rotate(ctx, np.ascontiguousarray(x[:, t : t + 1]), np.array([start + t]))
+        ctx.assert_close(step[:, 0], full[:, t], f"token at offset {start + t} vs full row",
+                         scale=float(np.abs(x).max()), angle_bound=float(start + length),
+                         tol=ctx.tol.loosened(2))
+
+
+@register("rope_batched_positions")
+def batched_positions(ctx: Context) -> None:
+    """positions [batch, seq] apply to x[b, ..., s, :]: each batch row equals an unbatched call."""
+
+    @ctx.given(seed=SEEDS)
+    def check(seed: int) -> None:
+        x = ctx.normal((3, 2, 6, DIM), seed)
+        positions = np.random.default_rng(seed).integers(0, 1024, size=(3, 6))
+        out = _rotate(ctx, x, positions)
+        for b in range(3):
+            ctx.assert_close(out[b], _rotate(ctx, x[b], positions[b]), f"batch row {b}",
+                             scale=float(np.abs(x).max()), angle_bound=1024.0,
+                             tol=ctx.tol.loosened(2))

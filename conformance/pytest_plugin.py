@@ -1,0 +1,56 @@
+"""pytest plugin (entry point ``pytest11``): ``pytest --pyargs posenc.conformance --posenc-backend B``.
+
+Each conformance check becomes one test item, with the same ids as the CLI's JSON report;
+unsupported capabilities are skipped and expectations become xfail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("posenc", "posenc conformance")
+    group.addoption("--posenc-backend", action="append", default=[], metavar="B",
+                    help="backend to check (repeatable; default: every installed backend)")
+    group.addoption("--posenc-encoding", action="append", default=[], metavar="ID")
+    group.addoption("--posenc-dtype", action="append", default=[], metavar="D")
+    group.addoption("--posenc-mode", action="append", default=[], choices=["eager", "compiled"])
+    group.addoption("--posenc-device", default="cpu")
+    group.addoption("--posenc-max-examples", type=int, default=25)
+    group.addoption("--posenc-expectations", default=None, metavar="PATH")
+
+
+def _options(config: pytest.Config) -> Any:
+    from posenc.cli import _load_expectations
+    from posenc.conformance.runner import MODES, Options
+
+    get = config.getoption
+    return Options(
+        backends=get("posenc_backend"), encodings=get("posenc_encoding"),
+        dtypes=get("posenc_dtype"), modes=get("posenc_mode") or list(MODES),
+        device=get("posenc_device"), max_examples=get("posenc_max_examples"),
+        expectations=_load_expectations(get("posenc_expectations")))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "posenc_check" not in metafunc.fixturenames:
+        return
+    from posenc.conformance.runner import Runner
+
+    runner = Runner(_options(metafunc.config))
+    checks = runner.plan()
+    metafunc.config.stash[_RUNNER] = runner
+    metafunc.parametrize("posenc_check", checks, ids=[c.id for c in checks])
+
+
+_RUNNER = pytest.StashKey[Any]()
+
+
+@pytest.fixture(scope="session")
+def posenc_runner(request: pytest.FixtureRequest) -> Any:
+    runner = request.config.stash[_RUNNER]
+    yield runner
+    runner.close()

@@ -1,0 +1,152 @@
+"""Reporting conformance results: progress bar, encoding × backend matrix, JSON and JUnit files."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from .runner import Check, Result
+
+SKIPPED = ("unsupported", "xfail")
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line every 10% elsewhere (CI logs)."""
+
+    def __init__(self, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.stream, self.width = stream, width
+        self.tty = stream.isatty()
+        self.start = time.perf_counter()
+        self._last_decile = -1
+
+    def __call__(self, done: int, total: int, check: Check | None) -> None:
+        frac = done / total if total else 1.0
+        filled = int(frac * self.width)
+        bar = "#" * filled + "." * (self.width - filled)
+        label = check.id if check is not None else "done"
+        line = f"[{bar}] {done}/{total} {time.perf_counter() - self.start:6.1f}s {label}"
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(160))
+            if check is None:
+                self.stream.write("\n")
+        elif int(frac * 10) != self._last_decile or check is None:
+            self._last_decile = int(frac * 10)
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def summary(results: Iterable[Result]) -> Counter[str]:
+    return Counter(r.status for r in results)
+
+
+def closing_line(results: list[Result]) -> str:
+    counts = summary(results)
+    passed = counts["pass"] + counts["xpass"]
+    failed = counts["fail"] + counts["error"]
+    skipped = sum(counts[s] for s in SKIPPED)
+    return f"conformance: {passed} passed, {failed} failed, {skipped} skipped"
+
+
+def _cell(results: list[Result]) -> str:
+    counts = summary(results)
+    failed = counts["fail"] + counts["error"]
+    ran = len(results) - counts["unsupported"]
+    if not results:
+        return "-"
+    if ran == 0:
+        return "unsupported"
+    text = f"FAIL {failed}/{ran}" if failed else f"ok {ran}"
+    extras = [f"{counts[s]} {s}" for s in ("xfail", "xpass", "unsupported") if counts[s]]
+    return text + (f" ({', '.join(extras)})" if extras else "")
+
+
+def matrix(results: list[Result]) -> str:
+    """Encoding × backend table; each cell counts the checks over dtypes and modes."""
+    backends = list(dict.fromkeys(r.check.backend for r in results))
+    encodings = sorted({r.check.encoding for r in results})
+    cells: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for r in results:
+        cells[(r.check.encoding, r.check.backend)].append(r)
+    rows = [["encoding", *backends]]
+    rows += [[e, *(_cell(cells[(e, b)]) for b in backends)] for e in encodings]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def failures(results: list[Result], limit: int | None = None) -> str:
+    failed = [r for r in results if r.failed]
+    lines = []
+    for r in failed[:limit]:
+        lines.append(f"{r.status.upper()} {r.check.id}")
+        lines += [f"    {line}" for line in r.message.splitlines()[:12]]
+    if limit is not None and len(failed) > limit:
+        lines.append(f"... and {len(failed) - limit} more (see --json)")
+    return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for dist in ("posenc", "numpy", "array-api-compat", "array-api-strict", "torch", "jax",
+                 "jaxlib", "tensorflow", "tensorflow-cpu", "hypothesis"):
+        try:
+            versions[dist] = version(dist)
+        except PackageNotFoundError:
+            continue
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            "machine": platform.machine(), "versions": versions}
+
+
+def to_json(results: list[Result], path: Path, options: dict[str, Any] | None = None) -> None:
+    data = {
+        "environment": environment(),
+        "options": options or {},
+        "summary": dict(summary(results)),
+        "results": [
+            {"id": r.check.id, "backend": r.check.backend, "device": r.check.device,
+             "dtype": r.check.dtype, "mode": r.check.mode, "encoding": r.check.encoding,
+             "kind": r.check.kind, "name": r.check.name, "status": r.status,
+             "message": r.message, "details": r.details, "seconds": round(r.seconds, 4)}
+            for r in results
+        ],
+    }
+    Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def to_junit(results: list[Result], path: Path) -> None:
+    root = ET.Element("testsuites", name="posenc conformance")
+    by_backend: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_backend[r.check.backend].append(r)
+    for backend, rs in by_backend.items():
+        counts = summary(rs)
+        suite = ET.SubElement(
+            root, "testsuite", name=f"posenc.conformance.{backend}", tests=str(len(rs)),
+            failures=str(counts["fail"]), errors=str(counts["error"]),
+            skipped=str(sum(counts[s] for s in SKIPPED)),
+            time=f"{sum(r.seconds for r in rs):.3f}")
+        for r in rs:
+            c = r.check
+            case = ET.SubElement(
+                suite, "testcase", classname=".".join((backend, c.device, c.dtype, c.mode,
+                                                       c.encoding)),
+                name=f"{c.kind}:{c.name}", time=f"{r.seconds:.4f}")
+            if r.status in ("fail", "error"):
+                tag = "failure" if r.status == "fail" else "error"
+                node = ET.SubElement(case, tag, message=r.message.splitlines()[0][:500]
+                                     if r.message else r.status)
+                node.text = r.message
+            elif r.status in SKIPPED:
+                ET.SubElement(case, "skipped", message=f"{r.status}: {r.message}"[:500])
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,232 @@
+"""Planning and executing conformance checks: backend × device × dtype × mode × encoding × check."""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from posenc import golden
+from posenc.backends import get_backend, installed_backends
+from posenc.backends.backend import FLOAT_DTYPES, Backend
+from posenc.catalog import specs
+from posenc.errors import PosencError, SpecError
+
+from .context import CheckFailure, Context, Unsupported
+from .properties import get_property, known_properties
+from .tolerances import tolerance_for
+
+MODES = ("eager", "compiled")
+FAILING = ("fail", "error")
+
+
+@dataclass
+class Options:
+    backends: list[str | Backend] = field(default_factory=list)  # empty: every installed one
+    encodings: list[str] = field(default_factory=list)  # empty: every spec
+    dtypes: list[str] = field(default_factory=list)  # empty: every dtype the backend has
+    modes: list[str] = field(default_factory=lambda: list(MODES))
+    device: str = "cpu"
+    max_examples: int = 25
+    cases: bool = True
+    properties: bool = True
+    expectations: dict[str, str] = field(default_factory=dict)  # check-id pattern -> reason
+
+
+@dataclass(frozen=True)
+class Check:
+    backend: str
+    device: str
+    dtype: str
+    mode: str
+    encoding: str
+    kind: str  # "case", "property" or "capability"
+    name: str  # case name, property label, or what is missing
+    property_index: int = -1
+
+    @property
+    def id(self) -> str:
+        return "/".join((self.backend, self.device, self.dtype, self.mode, self.encoding,
+                         f"{self.kind}:{self.name}"))
+
+
+@dataclass
+class Result:
+    check: Check
+    status: str  # pass | fail | error | unsupported | xfail | xpass
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+
+class Runner:
+    """Plans and executes checks, holding backend sessions, goldens and compiled functions."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        resolved = [get_backend(b) for b in options.backends or installed_backends()]
+        self.backends: dict[str, Backend] = {b.name: b for b in resolved}
+        if "tensorflow" in self.backends and "torch" in self.backends:
+            with contextlib.suppress(ImportError):
+                import torch  # noqa: F401 - torch must be imported before TensorFlow
+        all_specs = specs()
+        unknown = [e for e in options.encodings if e not in all_specs]
+        if unknown:
+            raise SpecError(f"unknown encoding(s) {unknown} (known: {', '.join(all_specs)})")
+        self.specs = {k: v for k, v in all_specs.items()
+                      if not options.encodings or k in options.encodings}
+        for spec in self.specs.values():
+            for i, prop in enumerate(spec.properties):
+                if prop.name not in known_properties():
+                    raise SpecError(
+                        f"{spec.path}: properties[{i}].name: unknown property {prop.name!r} "
+                        f"(known: {', '.join(sorted(known_properties()))})")
+        self._stack = contextlib.ExitStack()
+        self._sessions: set[str] = set()
+        self._goldens: dict[str, golden.Golden] = {}
+        self._compiled: dict[tuple[str, str, str, str], dict[Any, Any]] = {}
+
+    # -- planning --------------------------------------------------------------------------
+    def plan(self) -> list[Check]:
+        opts = self.options
+        checks: list[Check] = []
+        for bname, backend in self.backends.items():
+            for dtype in opts.dtypes or [d for d in FLOAT_DTYPES if d in backend.dtypes]:
+                for mode in opts.modes:
+                    for spec in self.specs.values():
+                        base = (bname, opts.device, dtype, mode, spec.id)
+                        if dtype not in backend.dtypes:
+                            checks.append(Check(*base, "capability", f"dtype {dtype}"))
+                        elif mode == "compiled" and backend.compile is None:
+                            checks.append(Check(*base, "capability", "compiled mode"))
+                        else:
+                            checks.extend(self._plan_spec(base, spec))
+        return checks
+
+    def _plan_spec(self, base: tuple[str, ...], spec: Any) -> list[Check]:
+        out = []
+        if self.options.cases:
+            out += [Check(*base, "case", c.name) for c in spec.cases]
+        if self.options.properties:
+            out += [Check(*base, "property", p.label, i) for i, p in enumerate(spec.properties)]
+        return out
+
+    # -- execution -------------------------------------------------------------------------
+    def _enter(self, backend: Backend) -> None:
+        if backend.name not in self._sessions:
+            backend.namespace()  # MissingFrameworkError with the pip extra
+            self._stack.enter_context(backend.session())
+            self._sessions.add(backend.name)
+
+    def _golden(self, spec_id: str) -> golden.Golden:
+        if spec_id not in self._goldens:
+            self._goldens[spec_id] = golden.load(self.specs[spec_id])
+        return self._goldens[spec_id]
+
+    def _context(self, check: Check, backend: Backend) -> Context:
+        spec = self.specs[check.encoding]
+        key = (check.backend, check.dtype, check.mode, check.encoding)
+        return Context(backend=backend, spec=spec, dtype=check.dtype, mode=check.mode,
+                       device=check.device, tol=tolerance_for(check.dtype, spec.tolerances),
+                       max_examples=self.options.max_examples,
+                       _compiled=self._compiled.setdefault(key, {}))
+
+    def execute(self, check: Check) -> Result:
+        start = time.perf_counter()
+        result = self._execute(check)
+        result.seconds = time.perf_counter() - start
+        for pattern, reason in self.options.expectations.items():
+            if fnmatch.fnmatchcase(check.id, pattern):
+                if result.failed:
+                    result.status, result.message = "xfail", f"{reason} ({result.message})"
+                elif result.status == "pass":
+                    result.status, result.message = "xpass", f"expected to fail: {reason}"
+                break
+        return result
+
+    def _execute(self, check: Check) -> Result:
+        backend = self.backends[check.backend]
+        if check.kind == "capability":
+            return Result(check, "unsupported", f"backend {check.backend!r} has no {check.name}")
+        try:
+            self._enter(backend)
+            if check.device not in backend.devices():
+                return Result(check, "unsupported", f"no device {check.device!r} on this machine")
+            ctx = self._context(check, backend)
+            if check.kind == "case":
+                self._check_case(ctx, check.name)
+            else:
+                decl = ctx.spec.properties[check.property_index]
+                ctx.params, ctx.args = dict(decl.params), dict(decl.args)
+                get_property(decl.name)(ctx)
+        except Unsupported as exc:
+            return Result(check, "unsupported", str(exc))
+        except CheckFailure as exc:
+            return Result(check, "fail", _with_notes(exc), dict(exc.details))
+        except PosencError as exc:
+            return Result(check, "error", f"{type(exc).__name__}: {_with_notes(exc)}")
+        except Exception as exc:  # a backend bug must not stop the run
+            text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            return Result(check, "error", text)
+        return Result(check, "pass")
+
+    def _check_case(self, ctx: Context, name: str) -> None:
+        case = self._golden(ctx.spec.id).cases[name]
+        out = ctx.raw(case.inputs, **case.params)
+        ctx.check_array(out)
+        actual = np.asarray(ctx.backend.to_numpy(out), dtype=np.float64)
+        if actual.shape != case.output.shape:
+            raise CheckFailure(f"shape {actual.shape}, expected {case.output.shape}")
+        floats = [np.abs(v).max(initial=0.0) for d in ctx.spec.inputs
+                  if d.kind == "float" and (v := case.inputs[d.name]) is not None]
+        scale = max([float(np.abs(case.output).max(initial=0.0)), *floats]) or 1.0
+        ctx.assert_close(actual, case.output, f"case {name!r}", scale=scale,
+                         angle_bound=case.angle_bound)
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _with_notes(exc: BaseException, text: str | None = None) -> str:
+    notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
+    return "\n".join([text or str(exc), *notes])
+
+
+def plan(options: Options) -> list[Check]:
+    with Runner(options) as runner:
+        return runner.plan()
+
+
+def execute(runner: Runner, check: Check) -> Result:
+    return runner.execute(check)
+
+
+def run(options: Options, progress: Callable[[int, int, Check], None] | None = None,
+        checks: Iterable[Check] | None = None) -> list[Result]:
+    """Plan (unless ``checks`` are given) and execute every check; results in plan order."""
+    with Runner(options) as runner:
+        todo = list(checks) if checks is not None else runner.plan()
+        results = []
+        for i, check in enumerate(todo):
+            if progress:
+                progress(i, len(todo), check)
+            results.append(runner.execute(check))
+        if progress:
+            progress(len(todo), len(todo), None)  # type: ignore[arg-type]
+        return results

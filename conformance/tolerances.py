@@ -1,0 +1,99 @@
+"""Tolerance policy, and the comparison that reports max abs/rel error and the worst index.
+
+An element passes when ``|actual - expected| <= atol * scale + rtol * |expected| +
+angle * eps(compute) * angle_bound * scale``, where ``scale`` is the largest magnitude among the
+case's expected output and float inputs, ``eps(compute)`` is the machine epsilon of the dtype the
+angles are computed in (float64 for float64 results, float32 otherwise) and ``angle_bound`` the
+largest |angle| a trigonometric case evaluates: a float32 angle ``m * theta`` is only known to
+about ``eps32 * |m * theta|``, an error no implementation computing angles in float32 avoids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+EPS = {"float64": float(np.finfo(np.float64).eps), "float32": float(np.finfo(np.float32).eps)}
+
+# Results rounded to bfloat16 (8 significant bits) or float16 (11) carry half an ulp of
+# relative error, and one more for the input rounding inside a two-term rotation.
+DEFAULTS = {
+    "float64": {"rtol": 1e-12, "atol": 1e-12, "angle": 4.0},
+    "float32": {"rtol": 4e-6, "atol": 4e-6, "angle": 4.0},
+    "bfloat16": {"rtol": 2.0**-7, "atol": 2.0**-7, "angle": 4.0},
+    "float16": {"rtol": 2.0**-10, "atol": 2.0**-10, "angle": 4.0},
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    dtype: str
+    rtol: float
+    atol: float
+    angle: float
+    reason: str = "default for the dtype"
+
+    @property
+    def compute_eps(self) -> float:
+        return EPS["float64" if self.dtype == "float64" else "float32"]
+
+    def allowed(self, expected: Any, scale: float, angle_bound: float = 0.0) -> Any:
+        """Allowed absolute error, elementwise for ``expected``."""
+        return (self.atol * scale + self.rtol * np.abs(expected)
+                + self.angle * self.compute_eps * angle_bound * scale)
+
+    def loosened(self, factor: float) -> Tolerance:
+        return replace(self, rtol=self.rtol * factor, atol=self.atol * factor)
+
+
+def tolerance_for(dtype: str, overrides: dict[str, dict[str, Any]] | None = None) -> Tolerance:
+    values = dict(DEFAULTS[dtype])
+    reason = "default for the dtype"
+    if overrides and dtype in overrides:
+        values.update({k: v for k, v in overrides[dtype].items() if k != "reason"})
+        reason = overrides[dtype]["reason"]
+    return Tolerance(dtype=dtype, reason=reason, **values)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    message: str
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    tolerance: float = 0.0
+    worst_index: tuple[int, ...] | None = None
+
+    def details(self) -> dict[str, Any]:
+        return {"max_abs": self.max_abs, "max_rel": self.max_rel, "tolerance": self.tolerance,
+                "worst_index": list(self.worst_index) if self.worst_index is not None else None}
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, scale: float,
+            angle_bound: float = 0.0) -> Comparison:
+    """Elementwise comparison in float64 (shapes must already agree)."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape:
+        return Comparison(False, f"shape {actual.shape} != expected {expected.shape}")
+    if actual.size == 0:
+        return Comparison(True, "empty")
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    err = np.where(both_nan, 0.0, np.abs(actual - expected))
+    err = np.where(np.isnan(err), np.inf, err)
+    allowed = np.broadcast_to(tol.allowed(expected, scale, angle_bound), err.shape)
+    excess = err - allowed
+    worst = tuple(int(i) for i in np.unravel_index(np.argmax(excess), err.shape))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(err == 0, 0.0, err / np.abs(expected))
+    result = Comparison(
+        ok=bool(np.all(excess <= 0)), message="", max_abs=float(err.max()),
+        max_rel=float(np.nanmax(rel)), tolerance=float(allowed[worst]), worst_index=worst)
+    result.message = (
+        f"max abs error {result.max_abs:.3e}, max rel error {result.max_rel:.3e}; worst at index "
+        f"{worst}: got {actual[worst]:.9g}, expected {expected[worst]:.9g}, error "
+        f"{err[worst]:.3e} > tolerance {result.tolerance:.3e}"
+        if not result.ok else f"max abs error {result.max_abs:.3e} within tolerance")
+    return result

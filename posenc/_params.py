@@ -1,0 +1,54 @@
+"""Validation of scalar parameters: every error names the parameter and the value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import ParameterError
+
+
+def choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    if value not in choices:
+        raise ParameterError(
+            f"{name}={value!r} is not one of {', '.join(repr(c) for c in choices)}")
+    return value
+
+
+def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | _np_integer()):
+        raise ParameterError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ParameterError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | _np_floating()):
+        raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    # comparisons rather than math.isfinite: torch.compile traces float parameters symbolically
+    if not 0 < value < math.inf:
+        raise ParameterError(f"{name}={value!r} must be a finite number > 0")
+    return float(value)
+
+
+def base(value: Any) -> float:
+    """A frequency base: finite and > 1 (base 1 makes every frequency 1)."""
+    value = positive("base", value)
+    if value <= 1:
+        raise ParameterError(f"base={value!r} must be > 1")
+    return value
+
+
+def _np_integer() -> type:
+    import numpy as np
+
+    return np.integer
+
+
+def _np_floating() -> type:
+    import numpy as np
+
+    return np.floating

@@ -1,0 +1,181 @@
+"""Finding the array namespace of the inputs, without importing any framework that is not in use.
+
+Detection goes by the module that defines an array's type (as einops does), so ``import
+posenc`` imports no framework: a torch tensor can only exist once torch has been imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from .errors import MixedArrayLibrariesError, ParameterError
+
+# A plain list rather than a ContextVar: torch.compile cannot trace ContextVar.get, and reading a
+# module global is free to guard on. Only the (single-threaded) harness pushes onto it.
+_FORCED: list[ModuleType] = []
+
+_PLAIN = (int, float, bool, complex, list, tuple)
+
+
+@contextlib.contextmanager
+def use_namespace(xp: ModuleType) -> Iterator[None]:
+    """Run the implementations with ``xp`` as the namespace (used for module backends)."""
+    _FORCED.append(xp)
+    try:
+        yield
+    finally:
+        _FORCED.pop()
+
+
+def library_of(array: Any) -> str:
+    """The top-level package that defines ``type(array)``: 'numpy', 'torch', 'jax', ..."""
+    top = type(array).__module__.split(".")[0]
+    return "jax" if top == "jaxlib" else top
+
+
+def _namespace_for(library: str, array: Any) -> ModuleType:
+    if library == "numpy":
+        import array_api_compat.numpy as xp
+
+        return xp
+    if library == "torch":
+        import array_api_compat.torch as xp
+
+        return xp
+    if library == "jax":
+        import jax.numpy as xp
+
+        return xp
+    if library == "tensorflow":
+        from posenc.backends import tf_array_api as xp
+
+        return xp
+    if hasattr(array, "__array_namespace__"):
+        return array.__array_namespace__()
+    raise ParameterError(
+        f"arrays of type {type(array).__module__}.{type(array).__qualname__} are not supported: "
+        "pass NumPy, PyTorch, JAX, TensorFlow or any array-API-compatible arrays")
+
+
+def namespace(**arrays: Any) -> ModuleType:
+    """The namespace shared by the named array arguments (``None`` and Python values skipped).
+
+    Raises :class:`MixedArrayLibrariesError` naming the arguments when they come from
+    different array libraries.
+    """
+    seen: dict[str, tuple[str, Any]] = {}
+    for name, value in arrays.items():
+        if value is None or isinstance(value, _PLAIN):
+            continue
+        seen.setdefault(library_of(value), (name, value))
+    if len(seen) > 1:
+        described = ", ".join(f"{name} is a {lib} array" for lib, (name, _) in seen.items())
+        raise MixedArrayLibrariesError(
+            f"all array arguments must come from one array library, but {described}; "
+            "convert them first (e.g. with the matching posenc.backends module)")
+    if _FORCED:
+        return _FORCED[-1]
+    if not seen:
+        return _namespace_for("numpy", None)
+    ((library, (_, value)),) = seen.items()
+    return _namespace_for(library, value)
+
+
+def device_of(x: Any) -> Any:
+    """The device of ``x``, or None where it cannot be told (e.g. a tracer)."""
+    library = library_of(x)
+    if library == "tensorflow":
+        return None
+    if library == "torch":  # direct: array-api-compat's helper warns under torch.compile
+        return x.device
+    try:
+        import array_api_compat
+
+        return array_api_compat.device(x)
+    except Exception:  # tracers and libraries without a device notion
+        return None
+
+
+def asarray(xp: ModuleType, value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    """``xp.asarray`` that passes ``device`` only when it is known."""
+    if device is None:
+        return xp.asarray(value, dtype=dtype)
+    return xp.asarray(value, dtype=dtype, device=device)
+
+
+def is_traced(x: Any) -> bool:
+    """True when ``x``'s values cannot be read now (inside jax.jit, torch.compile, tf.function)."""
+    library = library_of(x)
+    if library == "jax":
+        jax = sys.modules["jax"]
+        return isinstance(x, jax.core.Tracer)
+    if library == "torch":
+        torch = sys.modules["torch"]
+        return bool(torch.compiler.is_compiling()) or type(x).__name__ == "FakeTensor"
+    if library == "tensorflow":
+        tf = sys.modules["tensorflow"]
+        return not tf.executing_eagerly()
+    return False
+
+
+def dtype_name(dtype: Any) -> str:
+    """'float32', 'bfloat16', 'int64', ... for a dtype of any supported library."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    return name.removeprefix("<dtype: '").removesuffix("'>").rsplit(".", 1)[-1]
+
+
+def check_floating(xp: ModuleType, name: str, x: Any) -> None:
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise ParameterError(f"{name} must have a real floating dtype, got {dtype_name(x.dtype)}")
+
+
+def check_positions_dtype(xp: ModuleType, positions: Any) -> None:
+    """Positions must be exact: integers, or floats of at least 32 bits."""
+    if xp.isdtype(positions.dtype, "integral"):
+        return
+    if xp.isdtype(positions.dtype, "real floating") and dtype_name(positions.dtype) in (
+            "float32", "float64"):
+        return
+    raise ParameterError(
+        f"positions must have an integer dtype (or float32/float64), got "
+        f"{dtype_name(positions.dtype)}: low-precision positions are not exact")
+
+
+def compute_dtype(xp: ModuleType, dtype: Any) -> Any:
+    """Angles and trigonometry run in float64 for float64 results, float32 otherwise."""
+    return xp.float64 if dtype == xp.float64 else xp.float32
+
+
+FLOAT32_EXACT_INTEGERS = 2**24
+
+
+def check_position_range(
+    xp: ModuleType, positions: Any, *, compute: Any, name: str = "positions",
+    low: int | None = None, high: int | None = None,
+) -> None:
+    """Eager-mode range check (skipped when traced): within [low, high) and exact in ``compute``."""
+    if is_traced(positions) or math.prod(tuple(positions.shape)) == 0:
+        return
+    lo, hi = int(xp.min(positions)), int(xp.max(positions))
+    if low is not None and lo < low:
+        raise_out_of_range(name, lo, low, high)
+    if high is not None and hi >= high:
+        raise_out_of_range(name, hi, low, high)
+    if compute == xp.float32 and max(abs(lo), abs(hi)) > FLOAT32_EXACT_INTEGERS:
+        value = hi if abs(hi) >= abs(lo) else lo
+        raise ParameterError(
+            f"{name} contains {value}, beyond 2**24 = {FLOAT32_EXACT_INTEGERS}, the largest "
+            "integer float32 angles represent exactly: pass float64 inputs for such positions")
+
+
+def raise_out_of_range(name: str, value: int, low: int | None, high: int | None) -> None:
+    from .errors import PositionOutOfRangeError
+
+    lo = "-inf" if low is None else str(low)
+    hi = "inf" if high is None else str(high)
+    raise PositionOutOfRangeError(f"{name} contains {value}, outside the valid range [{lo}, {hi})")

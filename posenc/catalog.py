@@ -1,0 +1,40 @@
+"""The encodings posenc knows: each spec with its reference module, found by id."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .errors import SpecError
+from .specs import Spec, load_all
+
+
+def specs() -> dict[str, Spec]:
+    return load_all()
+
+
+def spec_for_function(name: str) -> Spec | None:
+    """The spec whose ``function:`` is ``name`` (None for helpers without a spec)."""
+    for spec in specs().values():
+        if spec.function == name:
+            return spec
+    return None
+
+
+def reference_module(spec: Spec) -> ModuleType:
+    try:
+        return importlib.import_module(f"posenc.reference.{spec.id}")
+    except ModuleNotFoundError as exc:
+        raise SpecError(f"{spec.path}: no reference module posenc/reference/{spec.id}.py") from exc
+
+
+def reference_function(spec: Spec) -> Callable[..., Any]:
+    module = reference_module(spec)
+    try:
+        return getattr(module, spec.function)
+    except AttributeError:
+        raise SpecError(
+            f"{spec.path}: function: posenc.reference.{spec.id} defines no {spec.function!r}"
+        ) from None

@@ -1,0 +1,146 @@
+"""The ``posenc`` command: list, golden regen/check, conformance."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import PosencError
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from .catalog import specs
+
+    rows = [("id", "family", "function", "cases", "properties", "title")]
+    for spec in specs().values():
+        rows.append((spec.id, spec.family, spec.function, str(len(spec.cases)),
+                     str(len(spec.properties)), spec.title))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
+    return 0
+
+
+def _cmd_golden_regen(args: argparse.Namespace) -> int:
+    from . import golden
+
+    for spec_id, action in golden.regen(args.ids, everything=args.all):
+        print(f"{action:9s} {spec_id}")
+    return 0
+
+
+def _cmd_golden_check(args: argparse.Namespace) -> int:
+    from . import golden
+
+    problems = golden.check(ids=args.ids)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"golden check: {len(problems)} problem(s); run `posenc golden regen` and review "
+              "the diff", file=sys.stderr)
+        return 1
+    print("golden check: all goldens match their specs and references")
+    return 0
+
+
+def _load_expectations(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise PosencError(f"--expectations {path}: cannot read: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, str) and v for v in data.values()):
+        raise PosencError(f"--expectations {path}: expected a mapping of check-id pattern -> "
+                          "reason (a non-empty string)")
+    return {str(k): v for k, v in data.items()}
+
+
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from posenc.conformance import Options, report, run
+    from posenc.conformance.runner import MODES
+
+    options = Options(
+        backends=args.backend or [], encodings=args.encoding or [], dtypes=args.dtype or [],
+        modes=args.mode or list(MODES), device=args.device, max_examples=args.max_examples,
+        cases=args.only in (None, "cases"), properties=args.only in (None, "properties"),
+        expectations=_load_expectations(args.expectations))
+    if not options.backends:
+        from posenc.backends import installed_backends
+
+        options.backends = installed_backends()
+        print(f"backends: {', '.join(options.backends)} (every installed one)", file=sys.stderr)
+    if "jax" in options.backends:
+        print("note: JAX 64-bit mode is enabled inside this harness run only, for the float64 "
+              "checks", file=sys.stderr)
+    progress = None if args.quiet else report.Progress()
+    results = run(options, progress=progress)
+    print(report.matrix(results))
+    text = report.failures(results, limit=None if args.verbose else 30)
+    if text:
+        print("\n" + text)
+    if args.json:
+        report.to_json(results, Path(args.json), {k: v for k, v in vars(args).items()
+                                                  if k != "func"})
+    if args.junit:
+        report.to_junit(results, Path(args.junit))
+    failed = sorted({r.check.encoding for r in results if r.failed})
+    if failed:
+        print(f"\nfailing encodings: {', '.join(failed)}")
+    print(report.closing_line(results))
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="posenc", description="Transformer positional encodings: spec, goldens, conformance.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list the specified encodings")
+    p.set_defaults(func=_cmd_list)
+
+    golden = sub.add_parser("golden", help="regenerate or check the goldens")
+    gsub = golden.add_subparsers(dest="golden_command", required=True)
+    p = gsub.add_parser("regen", help="rewrite goldens whose spec or reference changed")
+    p.add_argument("ids", nargs="*", help="encodings to rewrite (default: the changed ones)")
+    p.add_argument("--all", action="store_true", help="rewrite every golden")
+    p.set_defaults(func=_cmd_golden_regen)
+    p = gsub.add_parser("check", help="fail on missing, orphaned, stale, corrupt or drifted goldens")
+    p.add_argument("ids", nargs="*", help="encodings to check (default: all)")
+    p.set_defaults(func=_cmd_golden_check)
+
+    p = sub.add_parser("conformance", help="check backends against goldens and properties")
+    p.add_argument("--backend", action="append", metavar="B",
+                   help="registered name, array-API module path, or module:attr (repeatable; "
+                        "default: every installed backend)")
+    p.add_argument("--encoding", action="append", metavar="ID", help="repeatable; default all")
+    p.add_argument("--dtype", action="append", choices=["float64", "float32", "bfloat16",
+                                                        "float16"], help="repeatable")
+    p.add_argument("--mode", action="append", choices=["eager", "compiled"], help="repeatable")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--only", choices=["cases", "properties"], help="golden cases or properties only")
+    p.add_argument("--max-examples", type=int, default=25,
+                   help="Hypothesis examples per property (derandomised; default 25)")
+    p.add_argument("--expectations", metavar="PATH",
+                   help="YAML mapping of check-id glob -> reason for known gaps (xfail)")
+    p.add_argument("--json", metavar="PATH", help="write a JSON report")
+    p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
+    p.set_defaults(func=_cmd_conformance)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except PosencError as exc:
+        print(f"posenc: error: {exc}", file=sys.stderr)
+        return 2
+
+

@@ -1,0 +1,54 @@
+"""Learned absolute position table (BERT, GPT-2): a row lookup with an explicit range policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _params, _xp
+from ..errors import ParameterError
+
+__all__ = ["learned"]
+
+POLICIES = ("error", "clip")
+
+
+def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
+    """Rows ``table[positions]``, shape ``[*positions.shape, dim]``, for a ``[max_len, dim]`` table.
+
+    ``out_of_range`` decides what a position outside ``[0, max_len)`` does:
+    ``"error"`` raises :class:`~posenc.errors.PositionOutOfRangeError` in eager mode; inside
+    jax.jit / torch.compile / tf.function the values cannot be inspected, so the rows of such
+    positions are filled with NaN instead (loud, never a silently wrong row).
+    ``"clip"`` clamps positions into range (what JAX's gather does by default).
+    Negative positions never wrap around.
+    """
+    xp = _xp.namespace(positions=positions, table=table)
+    _params.choice("out_of_range", out_of_range, POLICIES)
+    if not hasattr(positions, "dtype"):
+        positions = _xp.asarray(xp, positions, device=_xp.device_of(table))
+    if table.ndim != 2:
+        raise ParameterError(
+            f"table must have shape [max_len, dim], got shape {tuple(table.shape)}")
+    _xp.check_floating(xp, "table", table)
+    if not xp.isdtype(positions.dtype, "integral"):
+        raise ParameterError(
+            f"positions must have an integer dtype, got {_xp.dtype_name(positions.dtype)}")
+    max_len, dim = int(table.shape[0]), int(table.shape[1])
+    if max_len == 0:
+        raise ParameterError("table has 0 rows: there is no position to look up")
+    traced = _xp.is_traced(positions)
+    if out_of_range == "error" and not traced:
+        _xp.check_position_range(xp, positions, compute=None, low=0, high=max_len)
+
+    shape = tuple(positions.shape)
+    flat = xp.reshape(positions, (-1,))
+    # where() rather than clip(): array-api-compat's torch clip calls math.isnan on the bound,
+    # which torch.compile cannot trace once max_len is a symbolic size.
+    index = xp.where(flat < 0, xp.zeros_like(flat), flat)
+    index = xp.where(index >= max_len, xp.full_like(index, max_len - 1), index)
+    rows = xp.take(table, index, axis=0)
+    if out_of_range == "error" and traced:
+        outside = (flat < 0) | (flat >= max_len)
+        nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=_xp.device_of(table))
+        rows = xp.where(outside[:, None], nan, rows)
+    return xp.reshape(rows, (*shape, dim))

@@ -1,0 +1,43 @@
+"""Exceptions raised by posenc. Every message names the offending parameter and value."""
+
+from __future__ import annotations
+
+
+class PosencError(Exception):
+    """Base class of every error posenc raises on purpose."""
+
+
+class ParameterError(PosencError, ValueError):
+    """A parameter or input array has an invalid value, shape or dtype."""
+
+
+class PositionOutOfRangeError(ParameterError, IndexError):
+    """A position lies outside the range an encoding can represent."""
+
+
+class MixedArrayLibrariesError(PosencError, TypeError):
+    """Array arguments come from more than one array library."""
+
+
+class SpecError(PosencError):
+    """A spec file is missing, malformed or violates spec/schema.json."""
+
+
+class GoldenError(PosencError):
+    """A golden file is missing, corrupt, stale or does not match its manifest."""
+
+
+class BackendError(PosencError):
+    """A backend cannot be found, imported or used."""
+
+
+class MissingFrameworkError(BackendError, ImportError):
+    """An optional framework is not installed."""
+
+    def __init__(self, framework: str, extra: str) -> None:
+        super().__init__(
+            f"posenc's {extra!r} backend needs {framework}, which is not installed: "
+            f"pip install 'posenc[{extra}]'"
+        )
+        self.framework = framework
+        self.extra = extra

@@ -1,0 +1,28 @@
+"""Where the spec and golden folders live, in a source checkout and in an installed wheel."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _locate(name: str, env: str) -> Path:
+    override = os.environ.get(env)
+    if override:
+        return Path(override)
+    inside = _PACKAGE / name  # wheel install: posenc/spec, posenc/golden
+    if inside.is_dir():
+        return inside
+    return _PACKAGE.parent / name  # source checkout: spec/ and golden/ beside posenc/
+
+
+def spec_dir() -> Path:
+    """The folder holding ``<id>.yaml`` files and ``schema.json`` (``$POSENC_SPEC_DIR`` wins)."""
+    return _locate("spec", "POSENC_SPEC_DIR")
+
+
+def golden_dir() -> Path:
+    """The folder holding ``<id>.npz`` goldens and ``manifest.json`` (``$POSENC_GOLDEN_DIR`` wins)."""
+    return _locate("golden", "POSENC_GOLDEN_DIR")

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+
+def run_python(code: str, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code`` in a fresh interpreter (for import-side-effect checks)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=cwd or TESTS, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "posenc", *args], capture_output=True, text=True,
+                          cwd=TESTS, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+@pytest.fixture
+def tmp_golden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty golden folder that posenc uses instead of the shipped one."""
+    directory = tmp_path / "golden"
+    directory.mkdir()
+    monkeypatch.setenv("POSENC_GOLDEN_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def tmp_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the shipped spec folder that posenc uses instead of the original."""
+    from posenc.paths import spec_dir
+
+    directory = tmp_path / "spec"
+    directory.mkdir()
+    for src in spec_dir().iterdir():
+        (directory / src.name).write_bytes(src.read_bytes())
+    monkeypatch.setenv("POSENC_SPEC_DIR", str(directory))
+    return directory

@@ -1,0 +1,1 @@
+"""Deliberately broken backends: the harness must catch every one of them."""

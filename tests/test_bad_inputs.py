@@ -1,0 +1,129 @@
+"""Bad input gets a clear error naming the parameter and the value, on every backend."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import posenc
+from posenc.errors import (
+    MixedArrayLibrariesError,
+    ParameterError,
+    PositionOutOfRangeError,
+)
+
+BACKENDS = ["numpy", "strict", "torch", "jax", "tensorflow"]
+REQUIRES = {"strict": "array_api_strict", "torch": "torch", "jax": "jax",
+            "tensorflow": "tensorflow"}
+
+
+@pytest.fixture(params=BACKENDS)
+def pe(request):
+    """posenc.backends.<name> (skipped when the framework is not installed)."""
+    if request.param in REQUIRES:
+        pytest.importorskip(REQUIRES[request.param])
+    return importlib.import_module(f"posenc.backends.{request.param}")
+
+
+X = np.zeros((2, 4, 8))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rotary_dim": 5}, r"rotary_dim=5 must be even"),
+        ({"rotary_dim": 10}, r"rotary_dim=10 exceeds x.shape\[-1\]=8"),
+        ({"rotary_dim": 0}, r"rotary_dim=0 must be >= 2"),
+        ({"rotary_dim": 4.0}, r"rotary_dim must be an int, got 4.0"),
+        ({"layout": "neox"}, r"layout='neox' is not one of 'half', 'interleaved'"),
+        ({"base": -1.0}, r"base=-1.0 must be a finite number > 0"),
+        ({"base": 1.0}, r"base=1.0 must be > 1"),
+        ({"base": float("nan")}, r"base=nan must be a finite number > 0"),
+        ({"positions": [0, 1, 2]}, r"positions has shape \(3,\) but x has shape \(2, 4, 8\)"),
+        ({"positions": [[0, 1, 2, 3]] * 3}, r"positions has shape \(3, 4\)"),
+    ],
+)
+def test_rope_bad_parameters(pe, kwargs, message) -> None:
+    with pytest.raises(ParameterError, match=message):
+        pe.rope(X, **kwargs)
+
+
+def test_rope_odd_width(pe) -> None:
+    with pytest.raises(ParameterError, match=r"x.shape\[-1\]=7 is odd"):
+        pe.rope(np.zeros((3, 7)))
+
+
+def test_rope_one_dimensional_x(pe) -> None:
+    with pytest.raises(ParameterError, match=r"x must have shape \[..., seq, dim\], got shape "
+                                             r"\(8,\)"):
+        pe.rope(np.zeros(8))
+
+
+def test_rope_positions_beyond_float32_exactness(pe) -> None:
+    with pytest.raises(ParameterError, match=r"positions contains 16777217, beyond 2\*\*24"):
+        pe.rope(np.zeros((2, 8), np.float32), positions=[0, 2**24 + 1])
+
+
+def test_sinusoidal_bad_parameters(pe) -> None:
+    with pytest.raises(ParameterError, match=r"dim=0 must be >= 1"):
+        pe.sinusoidal([0, 1], 0)
+    with pytest.raises(ParameterError, match=r"layout='sin' is not one of"):
+        pe.sinusoidal([0, 1], 4, layout="sin")
+    with pytest.raises(ParameterError, match=r"dim=1 must be >= 2 for layout='t2t'"):
+        pe.sinusoidal([0, 1], 1, layout="t2t")
+    with pytest.raises(ParameterError, match=r"dim must be an int, got True"):
+        pe.sinusoidal([0, 1], True)
+
+
+def test_learned_out_of_range_names_the_position(pe) -> None:
+    table = np.zeros((10, 4))
+    with pytest.raises(PositionOutOfRangeError, match=r"positions contains 10, outside the valid "
+                                                      r"range \[0, 10\)"):
+        pe.learned([0, 10, 3], table)
+    with pytest.raises(PositionOutOfRangeError, match=r"positions contains -1"):
+        pe.learned([[0, -1]], table)
+
+
+def test_learned_bad_arguments(pe) -> None:
+    with pytest.raises(ParameterError, match=r"table must have shape \[max_len, dim\], got shape "
+                                             r"\(10,\)"):
+        pe.learned([0], np.zeros(10))
+    with pytest.raises(ParameterError, match=r"out_of_range='wrap' is not one of 'error', 'clip'"):
+        pe.learned([0], np.zeros((10, 2)), out_of_range="wrap")
+    with pytest.raises(ParameterError, match=r"positions must have an integer dtype, got float"):
+        posenc.learned(np.array([0.0]), np.zeros((10, 2)))
+
+
+def test_low_precision_positions_are_refused() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ParameterError, match=r"positions must have an integer dtype \(or "
+                                             r"float32/float64\), got bfloat16"):
+        posenc.rope(torch.zeros(2, 8), torch.tensor([0, 1], dtype=torch.bfloat16))
+
+
+def test_mixed_array_libraries() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(MixedArrayLibrariesError,
+                       match=r"x is a torch array, positions is a numpy array"):
+        posenc.rope(torch.zeros(2, 8), np.arange(2))
+    with pytest.raises(MixedArrayLibrariesError, match=r"positions is a torch array, table is a "
+                                                       r"numpy array"):
+        posenc.learned(torch.arange(2), np.zeros((4, 2)))
+
+
+def test_unsupported_array_type() -> None:
+    class NotAnArray:
+        shape = (2, 8)
+
+    with pytest.raises(ParameterError, match=r"arrays of type .*NotAnArray are not supported"):
+        posenc.rope(NotAnArray())
+
+
+def test_errors_are_standard_exceptions_too() -> None:
+    """Callers catching ValueError/IndexError/TypeError keep working."""
+    with pytest.raises(ValueError):
+        posenc.rope(np.zeros((2, 7)))
+    with pytest.raises(IndexError):
+        posenc.learned(np.array([5]), np.zeros((5, 2)))

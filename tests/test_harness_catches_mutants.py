@@ -1,0 +1,69 @@
+"""The harness itself is tested: deliberately broken backends must fail it, a correct one pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from posenc.backends import get_backend
+from posenc.conformance import Options, run
+
+from .conftest import TESTS, run_cli
+from .mutants import overrides
+
+
+def failing(backend, **kw) -> dict[str, set[str]]:
+    """encoding -> names of the failing checks, running one backend object eagerly in float64."""
+    options = Options(backends=[backend], dtypes=["float64"], modes=["eager"], max_examples=8, **kw)
+    out: dict[str, set[str]] = {}
+    for result in run(options):
+        if result.failed:
+            out.setdefault(result.check.encoding, set()).add(f"{result.check.kind}:"
+                                                             f"{result.check.name}")
+    return out
+
+
+def test_the_unbroken_backend_passes() -> None:
+    assert failing(get_backend("numpy")) == {}
+
+
+@pytest.mark.parametrize(
+    ("mutant", "broken"),
+    [
+        (overrides.OFF_BY_ONE, {"rope", "sinusoidal", "learned"}),
+        (overrides.SWAPPED_LAYOUT, {"rope", "sinusoidal"}),
+        (overrides.WRONG_BASE, {"rope", "sinusoidal"}),
+        (overrides.SILENT_CLAMP, {"learned"}),
+    ],
+    ids=lambda v: getattr(v, "name", None),
+)
+def test_override_mutants_are_caught(mutant, broken: set[str]) -> None:
+    found = failing(mutant)
+    assert set(found) == broken, found
+    for encoding in broken - {"learned"}:  # the goldens alone catch each of these
+        assert any(name.startswith("case:") for name in found[encoding]), found[encoding]
+
+
+def test_off_by_one_is_also_caught_by_properties_alone() -> None:
+    found = failing(overrides.OFF_BY_ONE, cases=False)
+    assert "property:rope_identity_at_zero" in found["rope"]
+    assert {"property:sinusoidal_linear_shift[layout=interleaved]"} <= found["sinusoidal"]
+
+
+def test_silent_clamp_is_caught_by_the_out_of_range_property() -> None:
+    assert failing(overrides.SILENT_CLAMP) == {"learned": {"property:learned_out_of_range"}}
+
+
+def test_flipped_sin_namespace_is_caught() -> None:
+    found = failing("tests.mutants.flipped_sin")
+    assert set(found) == {"rope", "sinusoidal"}
+    # a sign flip keeps rotations rotations: only the goldens (and R_0 = I is unaffected) see it
+    assert all(name.startswith("case:") for name in found["rope"]), found["rope"]
+
+
+def test_cli_names_failing_encodings_of_a_perturbed_namespace_module() -> None:
+    proc = run_cli("conformance", "--backend", "mutants.perturbed_sin", "--mode", "eager",
+                   "--max-examples", "5", "-q", env={"PYTHONPATH": str(TESTS)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "failing encodings: rope, sinusoidal" in proc.stdout
+    assert "max abs error" in proc.stdout and "worst at index" in proc.stdout
+    assert "conformance: " in proc.stdout and " failed," in proc.stdout

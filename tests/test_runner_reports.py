@@ -1,0 +1,95 @@
+"""Runner statuses (unsupported, xfail, xpass) and the JSON / JUnit / pytest outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from posenc.conformance import Options, run
+from posenc.conformance.report import closing_line, matrix
+
+from .conftest import TESTS, run_cli
+from .mutants import overrides
+
+CLAMP_GAP = "silent_clamp/*/learned/property:learned_out_of_range"
+
+
+def test_unsupported_capabilities_are_not_passes() -> None:
+    pytest.importorskip("array_api_strict")
+    results = run(Options(backends=["strict"], dtypes=["bfloat16"], encodings=["rope"]))
+    assert results and {r.status for r in results} == {"unsupported"}
+    results = run(Options(backends=["numpy"], modes=["compiled"], encodings=["rope"]))
+    assert {r.status for r in results} == {"unsupported"}
+    assert "unsupported" in matrix(results)
+    results = run(Options(backends=["numpy"], device="cuda", encodings=["learned"]))
+    assert {r.status for r in results} == {"unsupported"}
+
+
+def test_expectations_turn_known_gaps_into_xfail() -> None:
+    options = Options(backends=[overrides.SILENT_CLAMP], encodings=["learned"], modes=["eager"],
+                      dtypes=["float64"], expectations={CLAMP_GAP: "clamps like JAX's gather"})
+    statuses = {r.check.name: r.status for r in run(options)}
+    assert statuses["learned_out_of_range"] == "xfail"
+    assert all(s == "pass" for n, s in statuses.items() if n != "learned_out_of_range")
+
+
+def test_expectation_on_a_passing_check_is_an_xpass() -> None:
+    options = Options(backends=["numpy"], encodings=["learned"], modes=["eager"],
+                      dtypes=["float64"], expectations={"numpy/*/case:bert_like": "a guess"})
+    results = run(options)
+    assert [r.status for r in results if r.check.name == "bert_like"] == ["xpass"]
+    assert closing_line(results).endswith("0 failed, 0 skipped")
+
+
+def test_cli_reports(tmp_path: Path) -> None:
+    gaps = tmp_path / "gaps.yaml"
+    gaps.write_text(f'"{CLAMP_GAP.replace("silent_clamp", "mutants.overrides:SILENT_CLAMP")}": '
+                    "clamps like JAX\n")
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    proc = run_cli("conformance", "--backend", "numpy", "--backend",
+                   "mutants.overrides:SILENT_CLAMP", "--encoding", "learned", "--mode", "eager",
+                   "--dtype", "float64", "--max-examples", "3", "--json", str(report), "--junit",
+                   str(junit), env={"PYTHONPATH": str(TESTS)})
+    # the Backend object keeps its own name, so the expectation pattern above does not match
+    assert proc.returncode == 1
+    assert "failing encodings: learned" in proc.stdout
+    data = json.loads(report.read_text())
+    assert data["summary"] == {"pass": 13, "fail": 1}
+    failed = [r for r in data["results"] if r["status"] == "fail"]
+    assert failed[0]["id"] == ("silent_clamp/cpu/float64/eager/learned/"
+                               "property:learned_out_of_range")
+    assert "numpy" in data["environment"]["versions"]
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert {s.get("name"): (s.get("tests"), s.get("failures")) for s in suites} == {
+        "posenc.conformance.numpy": ("7", "0"),
+        "posenc.conformance.silent_clamp": ("7", "1")}
+
+    gaps.write_text(f'"{CLAMP_GAP}": clamps like JAX\n')
+    proc = run_cli("conformance", "--backend", "mutants.overrides:SILENT_CLAMP", "--encoding",
+                   "learned", "--mode", "eager", "--dtype", "float64", "--max-examples", "3",
+                   "--expectations", str(gaps), "-q", env={"PYTHONPATH": str(TESTS)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 xfail" in proc.stdout
+
+
+def test_cli_usage_errors_exit_2() -> None:
+    proc = run_cli("conformance", "--backend", "posenc_no_such_backend")
+    assert proc.returncode == 2 and "cannot import backend 'posenc_no_such_backend'" in proc.stderr
+    proc = run_cli("conformance", "--encoding", "nope")
+    assert proc.returncode == 2 and "unknown encoding(s) ['nope']" in proc.stderr
+
+
+def test_pytest_plugin_runs_the_same_checks(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "posenc.conformance", "--posenc-backend",
+         "numpy", "--posenc-encoding", "learned", "--posenc-max-examples", "3", "-q",
+         "-p", "no:cacheprovider"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # numpy: 3 dtypes x 7 eager checks; the compiled mode it lacks is one skip per dtype
+    assert "21 passed, 3 skipped" in proc.stdout

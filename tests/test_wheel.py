@@ -1,0 +1,55 @@
+"""A plain (non-editable) wheel carries spec/ and golden/ and works from any directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+
+@pytest.mark.slow
+def test_wheel_ships_spec_and_goldens_and_works_elsewhere(tmp_path: Path) -> None:
+    pytest.importorskip("setuptools")
+    dist = tmp_path / "dist"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist),
+         str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    (wheel,) = dist.glob("posenc-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {"posenc": "posenc", "backends": "posenc/backends",
+               "conformance": "posenc/conformance", "spec": "posenc/spec", "golden": "posenc/golden"}
+    for source, target in shipped.items():
+        for path in (ROOT / source).rglob("*"):
+            if path.suffix in (".py", ".yaml", ".json", ".npz") and "__pycache__" not in path.parts:
+                assert f"{target}/{path.relative_to(ROOT / source).as_posix()}" in names, path
+    assert not any(n.startswith(("tests/", "spec/", "golden/")) for n in names)
+
+    site = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site), str(wheel)],
+        capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = (
+        "import posenc, posenc.paths as p\n"
+        f"assert p.spec_dir().is_relative_to({str(site)!r}), p.spec_dir()\n"
+        "from posenc import golden\n"
+        "assert golden.check() == [], golden.check()\n"
+        "from posenc.backends import installed_backends\n"
+        "assert 'numpy' in installed_backends()\n"
+        "from posenc.conformance import Options, run\n"
+        "r = run(Options(backends=['numpy'], modes=['eager'], dtypes=['float32'], max_examples=2))\n"
+        "assert r and all(x.status == 'pass' for x in r)\n"
+        "print('ok')\n"
+    )
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=elsewhere, env=env, timeout=300)
+    assert proc.stdout.strip() == "ok", proc.stderr[-3000:]
