@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +62,8 @@ def _load_expectations(path: str | None) -> dict[str, str]:
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
+    # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from posenc.conformance import Options, report, run
     from posenc.conformance.runner import MODES
 
