@@ -63,6 +63,9 @@ def _cell(results: list[Result]) -> str:
     if ran == 0:
         return "unsupported"
     text = f"FAIL {failed}/{ran}" if failed else f"ok {ran}"
+    if failed:  # where: the dtype/mode combinations that failed
+        where = sorted({f"{r.check.dtype}/{r.check.mode}" for r in results if r.failed})
+        text += f" [{', '.join(where[:4])}{', …' if len(where) > 4 else ''}]"
     extras = [f"{counts[s]} {s}" for s in ("xfail", "xpass", "unsupported") if counts[s]]
     return text + (f" ({', '.join(extras)})" if extras else "")
 

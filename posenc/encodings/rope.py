@@ -83,7 +83,7 @@ def rope(
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
     cos, sin = xp.cos(angles), xp.sin(angles)
 
-    head = xp.astype(x[..., :rd], compute)
+    head = xp.astype(x[..., :rd], compute, copy=False)
     if layout == "half":
         a, b = head[..., : rd // 2], head[..., rd // 2 :]
         rotated = xp.concat([a * cos - b * sin, b * cos + a * sin], axis=-1)
@@ -92,7 +92,7 @@ def rope(
         a, b = pairs[..., 0], pairs[..., 1]
         rotated = xp.reshape(xp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1),
                              (*tuple(x.shape[:-1]), rd))
-    rotated = xp.astype(rotated, x.dtype)
+    rotated = xp.astype(rotated, x.dtype, copy=False)
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)

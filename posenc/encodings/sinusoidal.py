@@ -70,4 +70,4 @@ def sinusoidal(
     if padding_idx is not None:
         keep = xp.astype(positions != padding_idx, compute)[..., None]
         table = table * keep
-    return xp.astype(table, out_dtype)
+    return xp.astype(table, out_dtype, copy=False)
