@@ -95,6 +95,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if failed:
         print(f"\nfailing encodings: {', '.join(failed)}")
     print(report.closing_line(results))
+    if all(r.status == "unsupported" for r in results):
+        print("nothing was checked: every selected backend/dtype/mode/device is unsupported here",
+              file=sys.stderr)
+        return 1
     return 1 if failed else 0
 
 

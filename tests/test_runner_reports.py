@@ -77,6 +77,12 @@ def test_cli_reports(tmp_path: Path) -> None:
     assert "1 xfail" in proc.stdout
 
 
+def test_cli_fails_when_nothing_could_be_checked() -> None:
+    proc = run_cli("conformance", "--backend", "numpy", "--device", "cuda", "-q")
+    assert proc.returncode == 1
+    assert "nothing was checked" in proc.stderr
+
+
 def test_cli_usage_errors_exit_2() -> None:
     proc = run_cli("conformance", "--backend", "posenc_no_such_backend")
     assert proc.returncode == 2 and "cannot import backend 'posenc_no_such_backend'" in proc.stderr
