@@ -44,7 +44,9 @@ class Backend:
         default=contextlib.nullcontext)
     requires: str | None = None  # top-level module that must be importable
     extra: str | None = None  # pip extra that installs it
-    expectations: dict[str, str] = field(default_factory=dict)  # pattern -> reason
+    # Known gaps shipped with the backend: check-id glob -> reason; failures matching one
+    # report as xfail, passes as xpass. The CLI's --expectations file adds to (and overrides) it.
+    expectations: dict[str, str] = field(default_factory=dict)
 
     def available(self) -> bool:
         """Whether the framework is installed (checked without importing it)."""

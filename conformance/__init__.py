@@ -1,11 +1,11 @@
 """posenc's conformance harness: checks a backend against the goldens and the declared properties.
 
 ``posenc conformance`` (the CLI) and ``pytest --pyargs posenc.conformance --posenc-backend NAME``
-run the same checks, planned by :func:`plan` and executed by :func:`execute`.
+run the same checks, planned and executed by :class:`Runner` (:func:`run` does both).
 """
 
 from __future__ import annotations
 
-from .runner import Check, Options, Result, execute, plan, run
+from .runner import Check, Options, Result, Runner, plan, run
 
-__all__ = ["Check", "Options", "Result", "execute", "plan", "run"]
+__all__ = ["Check", "Options", "Result", "Runner", "plan", "run"]

@@ -145,7 +145,8 @@ class Runner:
         start = time.perf_counter()
         result = self._execute(check)
         result.seconds = time.perf_counter() - start
-        for pattern, reason in self.options.expectations.items():
+        backend = self.backends[check.backend]
+        for pattern, reason in {**backend.expectations, **self.options.expectations}.items():
             if fnmatch.fnmatchcase(check.id, pattern):
                 if result.failed:
                     result.status, result.message = "xfail", f"{reason} ({result.message})"
@@ -211,10 +212,6 @@ def _with_notes(exc: BaseException, text: str | None = None) -> str:
 def plan(options: Options) -> list[Check]:
     with Runner(options) as runner:
         return runner.plan()
-
-
-def execute(runner: Runner, check: Check) -> Result:
-    return runner.execute(check)
 
 
 def run(options: Options, progress: Callable[[int, int, Check], None] | None = None,

@@ -77,7 +77,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
         options.backends = installed_backends()
         print(f"backends: {', '.join(options.backends)} (every installed one)", file=sys.stderr)
-    if "jax" in options.backends:
+    if "jax" in options.backends and (not options.dtypes or "float64" in options.dtypes):
         print("note: JAX 64-bit mode is enabled inside this harness run only, for the float64 "
               "checks", file=sys.stderr)
     progress = None if args.quiet else report.Progress()

@@ -38,6 +38,18 @@ def test_expectations_turn_known_gaps_into_xfail() -> None:
     assert all(s == "pass" for n, s in statuses.items() if n != "learned_out_of_range")
 
 
+def test_backend_shipped_expectations_apply() -> None:
+    import dataclasses
+
+    documented = dataclasses.replace(overrides.SILENT_CLAMP,
+                                     expectations={CLAMP_GAP: "clamps like JAX's gather"})
+    results = run(Options(backends=[documented], encodings=["learned"], modes=["eager"],
+                          dtypes=["float64"]))
+    assert {r.status for r in results} == {"pass", "xfail"}
+    xfail = next(r for r in results if r.status == "xfail")
+    assert xfail.message.startswith("clamps like JAX's gather")
+
+
 def test_expectation_on_a_passing_check_is_an_xpass() -> None:
     options = Options(backends=["numpy"], encodings=["learned"], modes=["eager"],
                       dtypes=["float64"], expectations={"numpy/*/case:bert_like": "a guess"})
