@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -37,7 +37,6 @@ class Backend:
     index_dtype: str = "int64"
     devices: Callable[[], list[str]] = field(default=lambda: ["cpu"])
     compile: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
-    compile_name: str = ""
     overrides: dict[str, Callable[..., Any]] = field(default_factory=dict)
     force_namespace: bool = False
     session: Callable[[], contextlib.AbstractContextManager[Any]] = field(
@@ -47,20 +46,25 @@ class Backend:
     # Known gaps shipped with the backend: check-id glob -> reason; failures matching one
     # report as xfail, passes as xpass. The CLI's --expectations file adds to (and overrides) it.
     expectations: dict[str, str] = field(default_factory=dict)
+    _namespace: ModuleType | None = field(default=None, init=False, repr=False, compare=False)
 
     def available(self) -> bool:
         """Whether the framework is installed (checked without importing it)."""
         return self.requires is None or importlib.util.find_spec(self.requires) is not None
 
     def namespace(self) -> ModuleType:
+        """The array-API namespace, imported on first use (then cached)."""
+        if self._namespace is not None:
+            return self._namespace
         if not self.available():
             raise MissingFrameworkError(self.requires or self.name, self.extra or self.name)
         try:
-            return self.load()
+            self._namespace = self.load()
         except ImportError as exc:
             if self.requires is None:
                 raise
             raise MissingFrameworkError(self.requires, self.extra or self.name) from exc
+        return self._namespace
 
     def function(self, name: str) -> Callable[..., Any]:
         """The callable for encoding function ``name``: an override, or the shared implementation."""
@@ -90,11 +94,6 @@ class Backend:
             return getattr(xp, name)
         except AttributeError:
             raise BackendError(f"backend {self.name!r} has no dtype {name!r}") from None
-
-
-@contextlib.contextmanager
-def no_session() -> Iterator[None]:
-    yield
 
 
 def numpy_from_dlpack(x: Any) -> np.ndarray:

@@ -80,6 +80,6 @@ def _session() -> Iterator[None]:
 BACKEND = Backend(
     name="jax", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
-    compile=_compile, compile_name="jax.jit", session=_session, requires="jax", extra="jax")
+    compile=_compile, session=_session, requires="jax", extra="jax")
 
 __getattr__, __dir__ = bind_module(BACKEND)

@@ -72,7 +72,7 @@ def _session() -> Iterator[None]:
 BACKEND = Backend(
     name="tensorflow", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
-    compile=_compile, compile_name="tf.function(jit_compile=True, autograph=False)", session=_session,
+    compile=_compile, session=_session,
     requires="tensorflow", extra="tensorflow")
 
 __getattr__, __dir__ = bind_module(BACKEND)

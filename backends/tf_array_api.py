@@ -8,6 +8,7 @@ inputs and outputs are plain ``tf.Tensor`` objects.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 from collections.abc import Sequence
 from typing import Any
@@ -36,7 +37,7 @@ _KINDS = {
 
 def isdtype(dtype: tf.DType, kind: Any) -> Any:
     if isinstance(kind, tuple):
-        return any(isdtype(dtype, k) for k in kind)
+        return builtins.any(isdtype(dtype, k) for k in kind)  # `any` is the reduction here
     if isinstance(kind, str):
         if kind not in _KINDS:
             raise ValueError(f"isdtype: unknown kind {kind!r}")

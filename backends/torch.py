@@ -65,7 +65,7 @@ def _session() -> Iterator[None]:
 BACKEND = Backend(
     name="torch", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
-    compile=_compile, compile_name="torch.compile(fullgraph=True)", session=_session,
+    compile=_compile, session=_session,
     requires="torch", extra="torch")
 
 __getattr__, __dir__ = bind_module(BACKEND)

@@ -10,7 +10,7 @@ import numpy as np
 
 from posenc import _xp
 from posenc.backends.backend import Backend
-from posenc.inputs import quantize
+from posenc.inputs import generate
 from posenc.specs import Spec
 
 from .tolerances import Comparison, Tolerance, compare
@@ -45,8 +45,7 @@ class Context:
     @staticmethod
     def normal(shape: tuple[int, ...], seed: int) -> np.ndarray:
         """Quantised standard normals: exact in every float dtype under test."""
-        rng = np.random.Generator(np.random.PCG64(seed))
-        return quantize(rng.standard_normal(shape))
+        return generate({"normal": {"shape": list(shape), "seed": seed}}, "float")
 
     # -- calling the encoding ----------------------------------------------------------------
     def _convert(self, name: str, value: np.ndarray) -> Any:

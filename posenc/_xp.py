@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from .errors import MixedArrayLibrariesError, ParameterError
+from .errors import MixedArrayLibrariesError, ParameterError, PositionOutOfRangeError
 
 # A plain list rather than a ContextVar: torch.compile cannot trace ContextVar.get, and reading a
 # module global is free to guard on. Only the (single-threaded) harness pushes onto it.
@@ -174,8 +174,6 @@ def check_position_range(
 
 
 def raise_out_of_range(name: str, value: int, low: int | None, high: int | None) -> None:
-    from .errors import PositionOutOfRangeError
-
     lo = "-inf" if low is None else str(low)
     hi = "inf" if high is None else str(high)
     raise PositionOutOfRangeError(f"{name} contains {value}, outside the valid range [{lo}, {hi})")

@@ -1,0 +1,84 @@
+"""The TensorFlow array-API adapter agrees with NumPy's standard semantics, function by function."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")  # import torch before TensorFlow (the other order has crashed)
+tf = pytest.importorskip("tensorflow")
+from posenc.backends import tf_array_api as xp  # noqa: E402
+
+A = np.array([[-1.5, 0.25, 2.0], [3.0, -0.5, 1.0]])
+
+
+def t(a, dtype=None):
+    return xp.asarray(a, dtype=dtype)
+
+
+def test_dtypes_and_isdtype() -> None:
+    assert xp.isdtype(xp.float32, "real floating") and xp.isdtype(xp.bfloat16, "real floating")
+    assert xp.isdtype(xp.int64, "integral") and xp.isdtype(xp.int32, "signed integer")
+    assert xp.isdtype(xp.uint8, "unsigned integer") and not xp.isdtype(xp.uint8, "signed integer")
+    assert xp.isdtype(xp.bool, "bool") and not xp.isdtype(xp.bool, "numeric")
+    assert xp.isdtype(xp.complex64, ("complex floating", "integral"))
+    assert xp.isdtype(xp.float64, xp.float64) and not xp.isdtype(xp.float64, xp.float32)
+    with pytest.raises(ValueError, match="unknown kind 'reals'"):
+        xp.isdtype(xp.float32, "reals")
+    assert xp.finfo(xp.bfloat16).bits == 16 and xp.iinfo(xp.int32).max == 2**31 - 1
+
+
+def test_creation() -> None:
+    assert t([1, 2]).dtype == xp.int64 and t(A).dtype == xp.float64
+    assert t(A, xp.float32).dtype == xp.float32
+    np.testing.assert_array_equal(xp.arange(5).numpy(), np.arange(5))
+    np.testing.assert_array_equal(xp.arange(2, 9, 3).numpy(), np.arange(2, 9, 3))
+    assert xp.arange(3).dtype == xp.int64
+    np.testing.assert_array_equal(xp.zeros((2, 3)).numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(xp.zeros_like(t(A)).numpy(), np.zeros_like(A))
+    np.testing.assert_array_equal(xp.ones_like(t(A)).numpy(), np.ones_like(A))
+    np.testing.assert_array_equal(xp.full((2,), 7.0, dtype=xp.float32).numpy(), [7.0, 7.0])
+    np.testing.assert_array_equal(xp.full_like(t([1, 2]), 5).numpy(), [5, 5])
+    with pytest.raises(TypeError, match="cannot convert"):
+        xp.asarray(np.array(["a"]))
+
+
+def test_shape_functions() -> None:
+    a = t(A)
+    np.testing.assert_array_equal(xp.reshape(a, (3, 2)).numpy(), A.reshape(3, 2))
+    np.testing.assert_array_equal(xp.expand_dims(a, axis=1).numpy(), A[:, None])
+    np.testing.assert_array_equal(xp.broadcast_to(t([1.0, 2.0, 3.0]), (2, 3)).numpy(),
+                                  np.broadcast_to([1.0, 2.0, 3.0], (2, 3)))
+    np.testing.assert_array_equal(xp.concat([a, a], axis=1).numpy(), np.concatenate([A, A], 1))
+    np.testing.assert_array_equal(xp.concat([a, a], axis=None).numpy(),
+                                  np.concatenate([A.ravel(), A.ravel()]))
+    np.testing.assert_array_equal(xp.stack([a, a], axis=-1).numpy(), np.stack([A, A], -1))
+    np.testing.assert_array_equal(xp.take(a, t([1, 0, 1]), axis=0).numpy(), A[[1, 0, 1]])
+    np.testing.assert_array_equal(xp.take(a, t([5, 0])).numpy(), A.ravel()[[5, 0]])
+
+
+def test_elementwise_and_reductions() -> None:
+    a = t(A)
+    for name in ("sin", "cos", "tan", "exp", "abs", "sign", "floor", "ceil", "isnan", "isfinite"):
+        np.testing.assert_allclose(getattr(xp, name)(a).numpy(), getattr(np, name)(A),
+                                   rtol=1e-15, err_msg=name)
+    pos = np.abs(A) + 1
+    for name in ("log", "sqrt"):
+        np.testing.assert_allclose(getattr(xp, name)(t(pos)).numpy(), getattr(np, name)(pos),
+                                   rtol=1e-15)
+    np.testing.assert_allclose(xp.pow(t(pos), t(pos)).numpy(), np.power(pos, pos), rtol=1e-14)
+    np.testing.assert_array_equal(xp.clip(a, -1.0, 1.0).numpy(), np.clip(A, -1.0, 1.0))
+    np.testing.assert_array_equal(xp.clip(a, max=0.0).numpy(), np.minimum(A, 0.0))
+    np.testing.assert_array_equal(xp.where(a > 0, a, 0.0).numpy(), np.where(A > 0, A, 0.0))
+    np.testing.assert_array_equal(xp.where(a > 0, 1.0, a).numpy(), np.where(A > 0, 1.0, A))
+    for name, ref in (("min", np.min), ("max", np.max), ("sum", np.sum), ("prod", np.prod)):
+        fn = getattr(xp, name)
+        np.testing.assert_allclose(fn(a).numpy(), ref(A), err_msg=name)
+        np.testing.assert_allclose(fn(a, axis=1, keepdims=True).numpy(),
+                                   ref(A, axis=1, keepdims=True), err_msg=name)
+    assert bool(xp.any(a > 2.5)) and not bool(xp.all(a > 0))
+    np.testing.assert_allclose(xp.matmul(a, xp.reshape(a, (3, 2))).numpy(), A @ A.reshape(3, 2))
+    np.testing.assert_array_equal(xp.cumulative_sum(a, axis=1).numpy(), np.cumsum(A, axis=1))
+    np.testing.assert_array_equal(xp.cumulative_sum(a, axis=0, include_initial=True).numpy(),
+                                  np.concatenate([np.zeros((1, 3)), np.cumsum(A, axis=0)]))
+    assert xp.astype(a, xp.bfloat16).dtype == xp.bfloat16
