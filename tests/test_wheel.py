@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,10 +16,15 @@ from .conftest import ROOT
 @pytest.mark.slow
 def test_wheel_ships_spec_and_goldens_and_works_elsewhere(tmp_path: Path) -> None:
     pytest.importorskip("setuptools")
+    # build from a copy: setuptools leaves build/ behind, and stale files there can leak into
+    # later wheels of the checkout
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".*venv*", "build", "dist", "*.egg-info", "__pycache__", ".*cache*"))
     dist = tmp_path / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist),
-         str(ROOT)], capture_output=True, text=True, timeout=300)
+         str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = dist.glob("posenc-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
