@@ -94,8 +94,11 @@ class Context:
         """A backend result as NumPy, checked by :meth:`check_array` (tuples part by part)."""
         if isinstance(out, tuple | list):
             for part in out:
+                if isinstance(part, int | float) or getattr(part, "ndim", None) == 0:
+                    continue  # a scalar factor (a Python float; 0-d once jit has traced it)
                 self.check_array(part)
-            return output_array([self.backend.to_numpy(part) for part in out])
+            return output_array([part if isinstance(part, int | float)
+                                 else self.backend.to_numpy(part) for part in out])
         self.check_array(out)
         return output_array(self.backend.to_numpy(out))
 

@@ -52,22 +52,25 @@ class Golden:
 
 
 def output_array(value: Any) -> np.ndarray:
-    """An encoding's output as one float64 (or complex128) array; tuples stacked on axis 0."""
+    """An encoding's output as one float64 (or complex128) array: tuples of one shape stacked
+    on axis 0, tuples of several shapes (an array and a scalar factor) flattened end to end."""
     if isinstance(value, tuple | list):
         parts = [output_array(v) for v in value]
         if len({p.shape for p in parts}) > 1:
-            raise ValueError(f"tuple outputs must share one shape, got {[p.shape for p in parts]}")
+            return np.concatenate([p.ravel() for p in parts])
         return np.stack(parts)
     array = np.asarray(value)
     return array.astype(np.complex128 if np.iscomplexobj(array) else np.float64)
 
 
 def reference_hash(spec: Spec) -> str:
-    """Hash of everything that determines the golden numbers besides the spec."""
+    """Hash of everything that determines the golden numbers besides the spec: the reference
+    module, the input generators and the ``posenc/reference/_*.py`` helpers it names."""
     module = catalog.reference_module(spec)
-    parts = [f"format={FORMAT}", inspect.getsource(module), inspect.getsource(inputs)]
+    source = inspect.getsource(module)
+    parts = [f"format={FORMAT}", source, inspect.getsource(inputs)]
     helpers = sorted(Path(module.__file__).parent.glob("_*.py"))
-    parts += [p.read_text() for p in helpers if p.name != "__init__.py"]
+    parts += [p.read_text() for p in helpers if p.name != "__init__.py" and p.stem in source]
     return hashlib.sha256("\n\0".join(parts).encode()).hexdigest()
 
 

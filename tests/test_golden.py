@@ -156,3 +156,17 @@ def test_rope_two_dims_golden_by_hand() -> None:
         a, b = x[row]
         expected = [a * math.cos(m) - b * math.sin(m), b * math.cos(m) + a * math.sin(m)]
         np.testing.assert_allclose(case.output[row], expected, rtol=1e-15, atol=1e-15)
+
+
+def test_a_reference_helper_stales_only_the_references_that_import_it(monkeypatch) -> None:
+    rope, sinusoidal = specs()["rope"], specs()["sinusoidal"]
+    before = golden.reference_hash(rope), golden.reference_hash(sinusoidal)
+    read_text = Path.read_text
+
+    def edited(path: Path, *args, **kwargs) -> str:
+        text = read_text(path, *args, **kwargs)
+        return text + "\n# edited\n" if path.name == "_rope_schedules.py" else text
+
+    monkeypatch.setattr(Path, "read_text", edited)
+    assert golden.reference_hash(rope) != before[0]  # rope's reference imports the schedules
+    assert golden.reference_hash(sinusoidal) == before[1]

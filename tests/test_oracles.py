@@ -89,8 +89,11 @@ def _f32_rope_atol(pos: np.ndarray, x: np.ndarray) -> float:
 # 1. transformers: Llama (full rotary) and GPT-NeoX (partial rotary), half layout
 # --------------------------------------------------------------------------------------------
 
-HF_FULL = _cases("rope", lambda p: p["layout"] == "half" and p["rotary_dim"] is None)
-HF_PARTIAL = _cases("rope", lambda p: p["layout"] == "half" and p["rotary_dim"] is not None)
+# default frequencies here; the scaling schedules are checked in tests/test_rope_scaling.py
+HF_FULL = _cases("rope", lambda p: p["layout"] == "half" and p["rotary_dim"] is None
+                 and p["scaling"] is None)
+HF_PARTIAL = _cases("rope", lambda p: p["layout"] == "half" and p["rotary_dim"] is not None
+                    and p["scaling"] is None)
 
 
 def _check_hf(name, rotary_cls, apply_fn, config, rotary_dim):
@@ -162,7 +165,7 @@ def test_rope_half_partial_vs_transformers_gpt_neox(name):
 # 2. ONNX RotaryEmbedding (opset 23), run by onnx.reference.ReferenceEvaluator in float64
 # --------------------------------------------------------------------------------------------
 
-ONNX_ALL = _cases("rope", lambda p: True)
+ONNX_ALL = _cases("rope", lambda p: p["scaling"] is None)  # ONNX's caches: default theta
 
 
 def _onnx_rope(x, cos_cache, sin_cache, position_ids, *, interleaved, rotary_dim, num_heads):
@@ -202,14 +205,13 @@ def test_rope_vs_onnx_reference(name):
     x4, pos = _as_bhsd(x, positions)
     # ONNX indexes the caches by position_ids, which the operator defines on
     # [0, max_position_id_plus_1); numpy would wrap a negative id to the end of the cache.
-    # Negative positions (case negative_positions) stay representable by shifting: row j of the
-    # cache holds position lo + j and position_ids = positions - lo (lo = 0 when none is < 0).
-    lo = min(0, int(pos.min()))
-    rows = np.arange(lo, int(pos.max()) + 1, dtype=np.float64)
+    # Row j of the cache holds the j-th distinct position and position_ids index those rows:
+    # negative positions stay representable and positions near 2^20 need no 2^20-row cache.
+    rows, ids = np.unique(pos, return_inverse=True)
+    ids = ids.reshape(pos.shape).astype(np.int64)
     theta = float(params["base"]) ** (-2.0 * np.arange(r // 2) / r)  # theta_i = base^(-2i/r)
-    angles = rows[:, None] * theta[None, :]  # [max_position_id_plus_1, r/2]
+    angles = rows.astype(np.float64)[:, None] * theta[None, :]  # [distinct positions, r/2]
     cos_cache, sin_cache = np.cos(angles), np.sin(angles)
-    ids = pos - lo
     kwargs = {"interleaved": params["layout"] == "interleaved", "rotary_dim": r}
     # Both sides run in float64; theta_i and the angles may still differ by an ulp or two (pow
     # and cos of numpy vs the reference), which grows with the angle: allow a few eps64 * angle.
@@ -299,3 +301,85 @@ def test_learned_vs_torch_embedding(name):
     assert expected.dtype == np.float64
     np.testing.assert_array_equal(case.output, expected,
                                   err_msg=f"learned/{name} vs torch F.embedding")
+
+
+# --------------------------------------------------------------------------------------------
+# 6. RoPE in other peers: keras-hub RotaryEmbedding (half), rotary-embedding-torch (interleaved)
+# --------------------------------------------------------------------------------------------
+
+
+def _linear_factor(params: dict) -> float | None:
+    """The position-interpolation factor of a case (1 without scaling), None for other kinds."""
+    scaling = params["scaling"]
+    if scaling is None:
+        return 1.0
+    kind = scaling.get("rope_type", scaling.get("type"))
+    return float(scaling["factor"]) if kind == "linear" and len(scaling) == 2 else None
+
+
+KERAS_ROPE = _cases("rope", lambda p: p["layout"] == "half" and p["rotary_dim"] is None
+                    and _linear_factor(p) is not None)
+
+
+@pytest.mark.parametrize("name", KERAS_ROPE)
+def test_rope_half_vs_keras_hub(name, keras_hub):
+    from keras import ops
+
+    case, params = _load("rope", name)
+    x, positions = case.inputs["x"], case.inputs["positions"]
+    x4, pos = _as_bhsd(x, positions)
+    layer = keras_hub.layers.RotaryEmbedding(
+        max_wavelength=float(params["base"]), scaling_factor=_linear_factor(params),
+        sequence_axis=1, feature_axis=-1, dtype="float64")
+    # keras-hub takes [batch, seq, heads, dim]; positions [batch, seq] (float32 angles)
+    inputs = np.ascontiguousarray(x4.transpose(0, 2, 1, 3))
+    out = ops.convert_to_numpy(layer(inputs, positions=pos.astype(np.float32)))
+    got = out.transpose(0, 2, 1, 3).reshape(x.shape)
+    np.testing.assert_allclose(got, case.output, rtol=0, atol=_f32_rope_atol(pos, x),
+                               err_msg=f"rope/{name} vs keras_hub RotaryEmbedding")
+
+
+def test_keras_hub_dynamic_is_not_ntk(keras_hub):
+    """Divergence found (keras-hub 0.32): RotaryEmbedding(rope_type="dynamic") divides every
+    frequency by s^(d/(d-2)), i.e. linear interpolation by that factor, where NTK-aware
+    scaling raises the base (theta_0 = 1 unchanged, theta_i divided by s^(2i/(d-2))).
+    The peer is checked against the NTK rule written here, not against posenc."""
+    from keras import ops
+
+    dim, s = 16, 4.0
+    layer = keras_hub.layers.RotaryEmbedding(scaling_factor=s, rope_type="dynamic",
+                                             dtype="float64")
+    inv = ops.convert_to_numpy(layer._get_inverse_freq(dim)).astype(np.float64)
+    plain = 10000.0 ** (-2.0 * np.arange(dim // 2) / dim)
+    ntk = (10000.0 * s ** (dim / (dim - 2))) ** (-2.0 * np.arange(dim // 2) / dim)
+    np.testing.assert_allclose(inv, plain / s ** (dim / (dim - 2)), rtol=1e-6)
+    assert abs(inv[0] - ntk[0]) > 0.5  # NTK keeps theta_0 = 1; keras-hub gives s^(-d/(d-2))
+
+
+RET_ROPE = _cases("rope", lambda p: p["layout"] == "interleaved"
+                  and _linear_factor(p) is not None)
+
+
+@pytest.mark.parametrize("name", RET_ROPE)
+def test_rope_interleaved_vs_rotary_embedding_torch(name):
+    torch = pytest.importorskip("torch")
+    ret = pytest.importorskip("rotary_embedding_torch")
+
+    case, params = _load("rope", name)
+    x, positions = case.inputs["x"], case.inputs["positions"]
+    dim = x.shape[-1]
+    r = dim if params["rotary_dim"] is None else params["rotary_dim"]
+    rotary = ret.RotaryEmbedding(dim=r, theta=float(params["base"]),
+                                 interpolate_factor=_linear_factor(params))
+    xt = torch.from_numpy(np.ascontiguousarray(x))
+    seq = x.shape[-2]
+    pos = np.arange(seq) if positions is None else positions
+    if pos.ndim == 1:
+        freqs = rotary(torch.from_numpy(pos.astype(np.float32)) / rotary.interpolate_factor)
+        got = ret.apply_rotary_emb(freqs.double(), xt).numpy()
+    else:  # batched positions: one call per batch row
+        got = np.stack([ret.apply_rotary_emb(
+            rotary(torch.from_numpy(p.astype(np.float32))).double(), xt[b]).numpy()
+            for b, p in enumerate(pos)])
+    np.testing.assert_allclose(got, case.output, rtol=0, atol=_f32_rope_atol(pos, x),
+                               err_msg=f"rope/{name} vs rotary-embedding-torch")

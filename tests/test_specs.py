@@ -68,7 +68,7 @@ def test_scientific_notation_is_a_float(tmp_path: Path) -> None:
           "seed: 2}}", "params: {layuot: interleaved}\n    inputs:\n      x: {normal: {shape: "
           "[2, 3, 8, 16], seed: 2}}"),
          r"rope\.yaml: cases\[1\]\.params\.layuot: unknown parameter 'layuot' \(known: base, "
-         r"layout, rotary_dim\)"),
+         r"layout, rotary_dim, scaling, seq_len\)"),
         (("params: {layout: interleaved}\n    inputs:\n      x: {normal: {shape: [2, 3, 8, 16], "
           "seed: 2}}", "params: {layout: diagonal}\n    inputs:\n      x: {normal: {shape: "
           "[2, 3, 8, 16], seed: 2}}"),

@@ -157,3 +157,78 @@ def batched_positions(ctx: Context) -> None:
             ctx.assert_close(out[b], _rotate(ctx, x[b], positions[b]), f"batch row {b}",
                              scale=float(np.abs(x).max()), angle_bound=1024.0,
                              tol=ctx.tol.loosened(2))
+
+
+@register("rope_linear_interpolation")
+def linear_interpolation(ctx: Context) -> None:
+    """Position interpolation: linear scaling by s at position s*m equals plain RoPE at m.
+
+    args: factor (default 4)."""
+    factor = float(ctx.args.get("factor", 4.0))
+
+    @ctx.given(seed=SEEDS, top=st.integers(1, 2**14))
+    def check(seed: int, top: int) -> None:
+        x = ctx.normal((2, 8, DIM), seed)
+        m = np.random.default_rng(seed).integers(0, top, size=8)
+        scaled = _rotate(ctx, x, (m * factor).astype(np.int64),
+                         scaling={"rope_type": "linear", "factor": factor})
+        ctx.assert_close(scaled, _rotate(ctx, x, m), f"linear(s={factor:g}) at s*m vs default at m",
+                         scale=float(np.abs(x).max()), tol=ctx.tol.loosened(2))
+
+
+def _cos_sin_probe(ctx: Context, positions: np.ndarray, dim: int) -> np.ndarray:
+    """Rotating (1, ..., 1, 0, ..., 0) in the half layout returns (cos m*theta_i, sin m*theta_i)."""
+    x = np.zeros((len(positions), dim))
+    x[:, : dim // 2] = 1.0
+    return _rotate(ctx, x, positions, layout="half")
+
+
+@register("rope_phase_precision")
+def phase_precision(ctx: Context) -> None:
+    """cos and sin of m*theta_i against float64 truth at positions around 2^17 and 2^20.
+
+    float32 must be within 1e-6 at 2^17 and 5e-4 at 2^20 (plain float32 angles give about
+    6e-3 and 5e-2); bfloat16/float16 results may only add their own rounding, so a phase
+    computed in a 16-bit float (wrong by whole radians there) fails."""
+    dim, base = 64, 10000.0
+    theta = base ** (-2.0 * np.arange(dim // 2) / dim)
+    rng = np.random.default_rng(0)
+    rounding = {"float64": 0.0, "float32": 0.0, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+    for centre, target in ((2**17, 1e-6), (2**20, 5e-4)):
+        positions = np.concatenate([np.arange(centre - 48, centre + 48),
+                                    rng.integers(centre // 2, centre, size=32)])
+        got = _cos_sin_probe(ctx, positions, dim)
+        angles = positions[:, None].astype(np.float64) * theta
+        truth = np.concatenate([np.cos(angles), np.sin(angles)], axis=-1)
+        bound = (8 * float(np.finfo(np.float64).eps) * centre if ctx.dtype == "float64"
+                 else target + rounding[ctx.dtype])
+        err = np.abs(got - truth)
+        worst = np.unravel_index(int(np.argmax(err)), err.shape)
+        if err[worst] > bound:
+            raise CheckFailure(
+                f"cos/sin at position {positions[worst[0]]} (feature {worst[1]}) off by "
+                f"{err[worst]:.3e} > {bound:.1e}: the phase is not computed from exact positions "
+                "in at least float32", {"max_abs": float(err[worst]), "tolerance": bound})
+
+
+@register("rope_attention_factor")
+def attention_factor(ctx: Context) -> None:
+    """The attention factor multiplies cos and sin: every rotated pair's norm is scaled by
+    0.1 ln s + 1 (YaRN) and sqrt(1 + ln s / ln L0) (LongRoPE), whatever the position."""
+    import math
+
+    longrope = {"type": "longrope", "short_factor": [1.0] * (DIM // 2),
+                "long_factor": [4.0] * (DIM // 2), "original_max_position_embeddings": 4096,
+                "factor": 32.0}
+    cases = [({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048},
+              0.1 * math.log(4.0) + 1),
+             (longrope, math.sqrt(1 + math.log(32.0) / math.log(4096)))]
+    x = ctx.normal((6, DIM), 3)
+    positions = np.array([0, 1, 100, 4095, 4096, 65535])
+    pairs = np.hypot(x[:, : DIM // 2], x[:, DIM // 2 :])
+    for scaling, factor in cases:
+        out = _rotate(ctx, x, positions, scaling=scaling)
+        got = np.hypot(out[:, : DIM // 2], out[:, DIM // 2 :])
+        ctx.assert_close(got, factor * pairs, f"pair norms with {scaling['factor']:g}x "
+                         f"{scaling.get('rope_type', scaling.get('type'))}",
+                         scale=float(factor * pairs.max()), tol=ctx.tol.loosened(2))

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from . import _rotary
+from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["rope"]
-
-LAYOUTS = ("half", "interleaved")
-
-
-def inverse_frequencies(rotary_dim: int, base: float) -> np.ndarray:
-    """``theta_i = base^(-2i/rotary_dim)`` in float64, host side (static parameters only)."""
-    return base ** (-2.0 * np.arange(rotary_dim // 2) / rotary_dim)
 
 
 def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
@@ -35,9 +29,34 @@ def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
         f"[seq] = [{seq}] or [batch, seq] = [{x.shape[0]}, {seq}] (batched needs x.ndim >= 3)")
 
 
+def _resolve(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] | None,
+             seq_len: Any, positions: Any, seq: int) -> Schedule:
+    name = schedule_type(scaling)
+    if scaling is not None and "mrope_section" in scaling:
+        raise ParameterError("scaling has mrope_section: multimodal position ids need "
+                             "posenc.mrope, not rope")
+    if rotary_dim is not None and scaling is not None and "partial_rotary_factor" in scaling:
+        raise ParameterError(f"rotary_dim={rotary_dim!r} and scaling['partial_rotary_factor']="
+                             f"{scaling['partial_rotary_factor']!r}: give one")
+    if seq_len is None and positions is None and name in ("dynamic", "longrope"):
+        seq_len = seq  # the static length of x
+    if seq_len is None and name == "dynamic":
+        raise ParameterError(
+            "rope_type='dynamic' needs seq_len= when positions are given (transformers uses "
+            "max(position_ids) + 1; pass it explicitly: the frequencies depend on it)")
+    if rotary_dim is not None or scaling is None or "partial_rotary_factor" not in scaling:
+        width = _rotary.rotary_width(dim, rotary_dim)
+        if name == "proportional" and width != dim:
+            raise ParameterError(f"rotary_dim={rotary_dim!r}: rope_type='proportional' rotates "
+                                 "the whole head (use partial_rotary_factor)")
+        return schedule(width, base=base, scaling=scaling, seq_len=seq_len)
+    return schedule(dim, base=base, scaling=scaling, seq_len=seq_len)
+
+
 def rope(
     x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",
-    rotary_dim: int | None = None,
+    rotary_dim: int | None = None, scaling: Mapping[str, Any] | None = None,
+    seq_len: int | None = None,
 ) -> Any:
     """Rotate ``x`` (``[..., seq, dim]``) by its positions; same shape and dtype as ``x``.
 
@@ -46,11 +65,16 @@ def rope(
     ``layout``: ``"half"`` pairs ``(i, i + r/2)`` (GPT-NeoX, transformers Llama),
     ``"interleaved"`` pairs ``(2i, 2i + 1)`` (RoFormer, GPT-J, Meta Llama).
     ``rotary_dim`` (even, ≤ dim) rotates the first features only; the rest pass through
-    unchanged. Angles and the rotation run in float32 (float64 for float64 ``x``).
+    unchanged. ``scaling``: a transformers ``rope_scaling`` dict (see
+    :func:`posenc.rope_frequencies`); its attention factor multiplies cos and sin.
+    ``seq_len``: the length ``dynamic`` and ``longrope`` scale for; when omitted, the length of
+    ``x`` if ``positions`` is omitted, else ``longrope`` switches to its long factors at run
+    time when ``max(positions) + 1 > original_max_position_embeddings`` (no recompilation).
+    Phases come from exact positions: float32 cos/sin are within ~5e-7 of the float64 truth
+    at every position up to 2^24; the rotation runs in float32 (float64 for float64 ``x``).
     """
     xp = _xp.namespace(x=x, positions=positions)
-    _params.choice("layout", layout, LAYOUTS)
-    base = _params.base(base)
+    _params.choice("layout", layout, _rotary.LAYOUTS)
     if not hasattr(x, "dtype"):
         raise ParameterError(f"x must be an array, got {type(x).__name__}")
     _xp.check_floating(xp, "x", x)
@@ -58,18 +82,8 @@ def rope(
     if positions is not None and not hasattr(positions, "dtype"):
         positions = _xp.asarray(xp, positions, device=device)
     seq, dim = _check_shapes(x, positions)
-    if rotary_dim is None:
-        if dim % 2:
-            raise ParameterError(
-                f"x.shape[-1]={dim} is odd: rotary embedding rotates pairs of features; "
-                "pass an even rotary_dim to rotate only part of them")
-        rd = dim
-    else:
-        rd = _params.integer("rotary_dim", rotary_dim, minimum=2)
-        if rd % 2:
-            raise ParameterError(f"rotary_dim={rd} must be even")
-        if rd > dim:
-            raise ParameterError(f"rotary_dim={rd} exceeds x.shape[-1]={dim}")
+    sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
+    rd = sched.rotary_dim
     compute = _xp.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
@@ -77,22 +91,19 @@ def rope(
         _xp.check_positions_dtype(xp, positions)
         _xp.check_position_range(xp, positions, compute=compute)
 
-    theta = _xp.asarray(xp, inverse_frequencies(rd, base), dtype=compute, device=device)
-    angles = xp.astype(positions, compute)[..., None] * theta  # [seq, rd/2] or [b, seq, rd/2]
+    p = xp.astype(positions, compute)[..., None]
+    angles = _rotary.phases(xp, p, sched.inv_freq, compute=compute, device=device)
+    if sched.long_inv_freq is not None:  # longrope: the switch is data, not a recompile
+        long = _rotary.phases(xp, p, sched.long_inv_freq, compute=compute, device=device)
+        angles = xp.where(xp.max(p) + 1 > sched.switch_length, long, angles)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
     cos, sin = xp.cos(angles), xp.sin(angles)
+    if sched.attention_factor != 1.0:
+        cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
 
     head = xp.astype(x[..., :rd], compute, copy=False)
-    if layout == "half":
-        a, b = head[..., : rd // 2], head[..., rd // 2 :]
-        rotated = xp.concat([a * cos - b * sin, b * cos + a * sin], axis=-1)
-    else:
-        pairs = xp.reshape(head, (*tuple(x.shape[:-1]), rd // 2, 2))
-        a, b = pairs[..., 0], pairs[..., 1]
-        rotated = xp.reshape(xp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1),
-                             (*tuple(x.shape[:-1]), rd))
-    rotated = xp.astype(rotated, x.dtype, copy=False)
+    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)

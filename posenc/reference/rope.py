@@ -1,10 +1,13 @@
-"""Rotary position embedding (Su et al., RoFormer): rotate feature pairs by position * theta_i."""
+"""Rotary position embedding (Su et al., RoFormer): rotate feature pairs by position * theta_i,
+with the frequencies of a transformers rope_scaling schedule."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from ._rope_schedules import frequencies, kind, rotary_width
 
 
 def _pairs(rotary_dim: int, layout: str) -> list[tuple[int, int]]:
@@ -16,25 +19,33 @@ def _pairs(rotary_dim: int, layout: str) -> list[tuple[int, int]]:
     raise ValueError(f"layout={layout!r}")
 
 
-def rope(x, positions, *, base, layout, rotary_dim):
-    x = np.asarray(x, dtype=np.float64)
+def _schedule(x, positions, rotary_dim, base, scaling, seq_len):
     seq, dim = x.shape[-2], x.shape[-1]
-    rd = dim if rotary_dim is None else rotary_dim
-    positions = np.arange(seq) if positions is None else np.asarray(positions)
-    thetas = [base ** (-2.0 * i / rd) for i in range(rd // 2)]
+    rd = rotary_dim if rotary_dim is not None else rotary_width(dim, scaling)
+    if seq_len is None and kind(scaling) in ("dynamic", "longrope"):
+        # the length of x; with explicit positions longrope looks at the largest one
+        seq_len = seq if positions is None else int(np.max(positions)) + 1
+    thetas, attention = frequencies(rd, base, scaling, seq_len)
+    return rd, thetas, attention
+
+
+def rope(x, positions, *, base, layout, rotary_dim, scaling, seq_len):
+    x = np.asarray(x, dtype=np.float64)
+    rd, thetas, attention = _schedule(x, positions, rotary_dim, base, scaling, seq_len)
+    positions = np.arange(x.shape[-2]) if positions is None else np.asarray(positions)
     out = x.copy()
     for idx in np.ndindex(x.shape[:-1]):
         s = idx[-1]
-        m = positions[s] if positions.ndim == 1 else positions[idx[0], s]
+        m = float(positions[s] if positions.ndim == 1 else positions[idx[0], s])
         for i, (a, b) in enumerate(_pairs(rd, layout)):
-            c, sn = math.cos(m * thetas[i]), math.sin(m * thetas[i])
+            c, sn = math.cos(m * thetas[i]) * attention, math.sin(m * thetas[i]) * attention
             xa, xb = x[idx][a], x[idx][b]
             out[(*idx, a)] = xa * c - xb * sn
             out[(*idx, b)] = xb * c + xa * sn
     return out
 
 
-def angle_bound(x, positions, *, base, layout, rotary_dim):
+def angle_bound(x, positions, *, base, layout, rotary_dim, scaling, seq_len):
     seq = np.asarray(x).shape[-2]
     pos = np.arange(seq) if positions is None else np.asarray(positions)
-    return float(np.max(np.abs(pos), initial=0))  # theta_0 = 1
+    return float(np.max(np.abs(pos), initial=0))  # every schedule keeps theta_i <= 1

@@ -1,0 +1,109 @@
+"""Machinery shared by the rotary encodings: exact-position phases and the pair rotation.
+
+A float32 angle ``m * theta`` is only known to ``eps32 * m * theta`` radians (6e-3 at
+position 2^17), so the phases of float32 outputs are computed in turns instead, from exact
+pieces. The frequency in turns per position, ``f = theta / 2 pi``, is split on the host into
+float32 limbs ``a + b + c`` (``a`` and ``b`` 12 significant bits each) and the position into
+``mh + ml + mf`` (``mh`` a multiple of 4096, ``|ml| <= 2048`` an integer, ``mf`` the
+fraction of a float position). The products ``mh*a``, ``mh*b``, ``ml*a`` have at most 24
+significant bits, so they are exact in float32, and so is their distance to the nearest
+integer; only small, well-conditioned terms are rounded. The phase is reduced to
+``[-1/2, 1/2]`` turn before it is scaled to radians: cos and sin are within ~4e-7 of the
+float64 truth at every position float32 holds exactly (|m| <= 2^24).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from ..errors import ParameterError
+
+LAYOUTS = ("half", "interleaved")
+_LIMB_BITS = 12
+_POSITION_SPLIT = float(2**_LIMB_BITS)
+
+
+def _round_to_bits(value: float, bits: int) -> float:
+    mantissa, exponent = math.frexp(value)
+    return math.ldexp(round(math.ldexp(mantissa, bits)), exponent - bits)
+
+
+def turn_limbs(inv_freq: Sequence[float]) -> list[list[float]]:
+    """``[3][n]`` limbs (``a``, ``b``: 12 significant bits; ``c``: the rest, to be rounded to
+    float32) whose sum is ``inv_freq / (2 pi)`` to ~2^-48 relative. Plain Python floats: under
+    torch.compile they fold into constants, where NumPy would be traced into the graph."""
+    turns = [float(f) / (2.0 * math.pi) for f in inv_freq]
+    a = [_round_to_bits(t, _LIMB_BITS) for t in turns]
+    b = [_round_to_bits(t - ta, _LIMB_BITS) for t, ta in zip(turns, a, strict=True)]
+    c = [t - ta - tb for t, ta, tb in zip(turns, a, b, strict=True)]
+    return [a, b, c]
+
+
+def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute: Any,
+           device: Any) -> Any:
+    """Angles ``positions * inv_freq`` in radians, broadcast over the last axis.
+
+    ``positions`` is a float array of dtype ``compute`` whose last axis is 1 or ``n``;
+    ``inv_freq`` the host frequencies (``n`` Python floats, e.g. a schedule's tuple). For
+    float64 the product is direct;
+    for float32 the result is the angle reduced to ``[-pi, pi]``, computed in turns from exact
+    pieces (see the module docstring).
+    """
+    if compute == xp.float64:
+        theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
+        return positions * theta
+    limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
+    a, b, c = limbs[0, ...], limbs[1, ...], limbs[2, ...]
+    whole = xp.round(positions)
+    fraction = positions - whole
+    high = xp.round(whole / _POSITION_SPLIT) * _POSITION_SPLIT
+    low = whole - high
+    turns = _wrap(xp, _wrap(xp, high * a) + _wrap(xp, low * a))
+    turns = _wrap(xp, turns + _wrap(xp, high * b))
+    turns = _wrap(xp, turns + (low * b + (high * c + low * c) + fraction * (a + b + c)))
+    return turns * (2.0 * math.pi)
+
+
+def _wrap(xp: ModuleType, turns: Any) -> Any:
+    """Distance to the nearest integer: exact for float32 values."""
+    return turns - xp.round(turns)
+
+
+def _asarray(xp: ModuleType, value: Any, dtype: Any, device: Any) -> Any:
+    if device is None:
+        return xp.asarray(value, dtype=dtype)
+    return xp.asarray(value, dtype=dtype, device=device)
+
+
+def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
+    """Rotate the pairs of ``head`` (``[..., r]``, compute dtype) by angles with ``cos`` and
+    ``sin`` of shape ``[..., r/2]`` broadcastable against it."""
+    r = int(head.shape[-1])
+    if layout == "half":
+        a, b = head[..., : r // 2], head[..., r // 2 :]
+        return xp.concat([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    pairs = xp.reshape(head, (*tuple(head.shape[:-1]), r // 2, 2))
+    a, b = pairs[..., 0], pairs[..., 1]
+    return xp.reshape(xp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1),
+                      (*tuple(head.shape[:-1]), r))
+
+
+def rotary_width(dim: int, rotary_dim: Any) -> int:
+    """The number of rotated features: ``rotary_dim`` checked against ``x.shape[-1] = dim``."""
+    from .. import _params
+
+    if rotary_dim is None:
+        if dim % 2:
+            raise ParameterError(
+                f"x.shape[-1]={dim} is odd: rotary embedding rotates pairs of features; "
+                "pass an even rotary_dim to rotate only part of them")
+        return dim
+    rd = _params.integer("rotary_dim", rotary_dim, minimum=2)
+    if rd % 2:
+        raise ParameterError(f"rotary_dim={rd} must be even")
+    if rd > dim:
+        raise ParameterError(f"rotary_dim={rd} exceeds x.shape[-1]={dim}")
+    return rd
