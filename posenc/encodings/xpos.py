@@ -1,0 +1,115 @@
+"""xPos (Sun et al. 2022): rotary embedding whose pairs are scaled by ``zeta_i ** (±(n - c) / scale_base)``.
+
+Queries are scaled by ``zeta_i ** (+(n - c) / scale_base)`` and keys by its reciprocal, so the
+logit of a query at ``m`` and a key at ``n`` carries ``zeta_i ** ((m - n) / scale_base)``: it
+depends on the positions only through ``m - n`` and not on the centre ``c``, which exists only
+to keep the two factors finite (``zeta_0 ** (n / 512)`` leaves float32 near ``n = 36000``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _params, _xp
+from ..errors import ParameterError
+from . import _rotary
+
+__all__ = ["xpos"]
+
+KINDS = ("query", "key")
+GAMMA = 0.4  # the paper's gamma: zeta_i = (2i/r + gamma) / (1 + gamma)
+
+
+def zeta(rotary_dim: int) -> list[float]:
+    """``zeta_i = (2i/r + 0.4) / 1.4``, ``i = 0..r/2-1``, as Python floats: host constants that
+    torch.compile folds (NumPy would be traced into the graph)."""
+    return [(2.0 * i / rotary_dim + GAMMA) / (1.0 + GAMMA) for i in range(rotary_dim // 2)]
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not -math.inf < value < math.inf:  # comparisons: torch.compile traces floats symbolically
+        raise ParameterError(f"{name}={value!r} must be a finite number")
+    return float(value)
+
+
+def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
+    if x.ndim < 2:
+        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
+    seq, dim = int(x.shape[-2]), int(x.shape[-1])
+    if positions is None:
+        return seq, dim
+    pshape = tuple(positions.shape)
+    if positions.ndim == 1 and pshape[0] == seq:
+        return seq, dim
+    if positions.ndim == 2 and x.ndim >= 3 and pshape == (int(x.shape[0]), seq):
+        return seq, dim
+    raise ParameterError(
+        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
+        f"[seq] = [{seq}] or [batch, seq] = [{x.shape[0]}, {seq}] (batched needs x.ndim >= 3)")
+
+
+def xpos(
+    x: Any, positions: Any = None, *, kind: str = "query", scale_base: float = 512.0,
+    centre: float = 0.0, base: float = 10000.0, layout: str = "interleaved",
+    rotary_dim: int | None = None,
+) -> Any:
+    """Rotate ``x`` (``[..., seq, dim]``) as RoPE does and scale each rotated pair; same shape
+    and dtype as ``x``.
+
+    Pair ``i`` at position ``n`` is rotated by ``n * base^(-2i/r)`` and multiplied by
+    ``zeta_i ** (s * (n - centre) / scale_base)``, ``zeta_i = (2i/r + 0.4) / 1.4``, with
+    ``s = +1`` for ``kind="query"`` and ``-1`` for ``kind="key"``; ``r = rotary_dim`` (default
+    ``dim``), features ``r..`` pass through unchanged. Queries and keys must use the same
+    ``centre`` and ``scale_base``: their logits then do not depend on the centre.
+    ``positions``: ``[seq]`` or ``[batch, seq]`` (left padding; applies to ``x[b, ..., s, :]``),
+    integers or float32/float64; default ``arange(seq)``. ``layout``: ``"interleaved"`` pairs
+    ``(2i, 2i + 1)`` (torchscale ``XPOS``, rotary-embedding-torch), ``"half"`` pairs
+    ``(i, i + r/2)``. Peers' centres: rotary-embedding-torch ``seq_len // 2``; torchscale
+    ``(length + offset + 1) // 2``. Phases come from exact positions; the scale factor is
+    ``exp((n - centre) / scale_base * log zeta_i)`` in float32 (float64 for float64 ``x``); it
+    overflows to inf for ``|n - centre| / scale_base`` beyond ~70 in float32 (~8 in float16).
+    """
+    xp = _xp.namespace(x=x, positions=positions)
+    _params.choice("kind", kind, KINDS)
+    _params.choice("layout", layout, _rotary.LAYOUTS)
+    base = _params.base(base)
+    scale_base = _params.positive("scale_base", scale_base)
+    centre = _finite("centre", centre)
+    if not hasattr(x, "dtype"):
+        raise ParameterError(f"x must be an array, got {type(x).__name__}")
+    _xp.check_floating(xp, "x", x)
+    device = _xp.device_of(x)
+    if positions is not None and not hasattr(positions, "dtype"):
+        positions = _xp.asarray(xp, positions, device=device)
+    seq, dim = _check_shapes(x, positions)
+    rd = _rotary.rotary_width(dim, rotary_dim)
+    compute = _xp.compute_dtype(xp, x.dtype)
+    if positions is None:
+        positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
+    else:
+        _xp.check_positions_dtype(xp, positions)
+        _xp.check_position_range(xp, positions, compute=compute)
+
+    p = xp.astype(positions, compute)[..., None]  # [seq, 1] or [batch, seq, 1]
+    inv_freq = [base ** (-2.0 * i / rd) for i in range(rd // 2)]
+    angles = _rotary.phases(xp, p, inv_freq, compute=compute, device=device)
+    sign = 1.0 if kind == "query" else -1.0
+    log_zeta = _xp.asarray(xp, [sign * math.log(z) for z in zeta(rd)], dtype=compute,
+                           device=device)
+    # (n - c) / scale_base first: 0 / tiny scale_base stays 0 (factor 1), not 0 * inf
+    factor = xp.exp(((p - centre) / scale_base) * log_zeta)
+    if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
+        shape = (int(angles.shape[0]), *([1] * (x.ndim - 3)), seq, rd // 2)
+        angles, factor = xp.reshape(angles, shape), xp.reshape(factor, shape)
+    cos, sin = xp.cos(angles) * factor, xp.sin(angles) * factor
+
+    head = xp.astype(x[..., :rd], compute, copy=False)
+    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    if rd == dim:
+        return rotated
+    return xp.concat([rotated, x[..., rd:]], axis=-1)
