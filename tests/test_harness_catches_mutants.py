@@ -75,16 +75,21 @@ def test_silent_clamp_is_caught_by_the_out_of_range_property() -> None:
 
 def test_flipped_sin_namespace_is_caught() -> None:
     found = failing("tests.mutants.flipped_sin")
-    # transformer_xl's R table is sinusoidal: its goldens see the flip too
-    assert set(found) == {"rope", "sinusoidal", "complex_order", "transformer_xl"}
-    # a sign flip keeps rotations rotations: only the goldens (and R_0 = I is unaffected) see it
-    assert all(name.startswith("case:") for name in found["rope"]), found["rope"]
+    # transformer_xl's R table is sinusoidal: its goldens see the flip too; every rotary
+    # encoding computes its rotation with sin
+    assert set(found) == {"rope", "sinusoidal", "complex_order", "transformer_xl", "xpos",
+                          "mrope", "axial_rope"}
+    # a sign flip keeps rotations rotations: only the goldens and the one property that
+    # compares sin with float64 truth see it (R_0 = I and relative invariance still hold)
+    assert {n for n in found["rope"] if not n.startswith("case:")} == {
+        "property:rope_phase_precision"}, found["rope"]
 
 
 def test_cli_names_failing_encodings_of_a_perturbed_namespace_module() -> None:
     proc = run_cli("conformance", "--backend", "mutants.perturbed_sin", "--mode", "eager",
                    "--max-examples", "5", "-q", env={"PYTHONPATH": str(TESTS)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "failing encodings: complex_order, rope, sinusoidal, transformer_xl" in proc.stdout
+    assert ("failing encodings: axial_rope, complex_order, mrope, rope, sinusoidal, "
+            "transformer_xl, xpos") in proc.stdout
     assert "max abs error" in proc.stdout and "worst at index" in proc.stdout
     assert "conformance: " in proc.stdout and " failed," in proc.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ __all__ = ["rope"]
 def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
     if x.ndim < 2:
         raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    seq, dim = int(x.shape[-2]), int(x.shape[-1])
+    seq, dim = operator.index(x.shape[-2]), operator.index(x.shape[-1])
     if positions is None:
         return seq, dim
     pshape = tuple(positions.shape)

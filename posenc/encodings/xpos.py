@@ -9,6 +9,7 @@ to keep the two factors finite (``zeta_0 ** (n / 512)`` leaves float32 near ``n 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ def _finite(name: str, value: Any) -> float:
 def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
     if x.ndim < 2:
         raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    seq, dim = int(x.shape[-2]), int(x.shape[-1])
+    seq, dim = int(x.shape[-2]), operator.index(x.shape[-1])
     if positions is None:
         return seq, dim
     pshape = tuple(positions.shape)

@@ -1,0 +1,117 @@
+"""Axial RoPE for grids (images, video): one section of rotary frequencies per grid axis, each
+with its own frequency set and driven by that axis' coordinate."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _params, _xp
+from ..errors import ParameterError
+from . import _rotary
+
+__all__ = ["axial_rope"]
+
+
+def _axes_dims(value: Any, dim: int, n_axes: int) -> tuple[int, ...]:
+    if value is None:
+        if dim % (2 * n_axes):
+            raise ParameterError(
+                f"x.shape[-1]={dim} does not split into {n_axes} even per-axis widths "
+                f"(positions have {n_axes} axes): pass axes_dims")
+        return (dim // n_axes,) * n_axes
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise ParameterError(f"axes_dims={value!r} must be a list of {n_axes} even ints")
+    if len(value) != n_axes:
+        raise ParameterError(f"axes_dims={list(value)!r} has {len(value)} entries but positions "
+                             f"have {n_axes} axes (positions.shape[-1])")
+    for i, d in enumerate(value):
+        if isinstance(d, bool) or not isinstance(d, int | np.integer):
+            raise ParameterError(f"axes_dims={list(value)!r}: axes_dims[{i}]={d!r} is not an int")
+        if d < 2 or d % 2:
+            raise ParameterError(
+                f"axes_dims={list(value)!r}: axes_dims[{i}]={d} must be even and >= 2")
+    if sum(value) > dim:
+        raise ParameterError(f"axes_dims={list(value)!r} sum to {sum(value)}, more than "
+                             f"x.shape[-1]={dim}")
+    return tuple(int(d) for d in value)
+
+
+def axis_frequencies(axes_dims: Sequence[int],
+                     base: float) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """``inv_freq`` (``r/2`` host floats: per axis ``base^(-2i/d_a)``, concatenated in axis
+    order) and the axis of each frequency. Plain Python: torch.compile folds it into
+    constants, where NumPy would be traced."""
+    inv = tuple(base ** (-2.0 * i / d) for d in axes_dims for i in range(d // 2))
+    axis = tuple(a for a, d in enumerate(axes_dims) for _ in range(d // 2))
+    return inv, axis
+
+
+def _check_shapes(x: Any, positions: Any) -> tuple[int, int, int]:
+    if x.ndim < 2:
+        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
+    # operator.index makes torch.compile specialise on dim and n_axes (plain int() turns
+    # symbolic once a recompile has seen other sizes; the host-side frequencies need ints)
+    seq, dim = int(x.shape[-2]), operator.index(x.shape[-1])
+    pshape = tuple(positions.shape)
+    if positions.ndim == 2 and pshape[0] == seq and pshape[1] >= 1:
+        return seq, dim, operator.index(positions.shape[1])
+    if (positions.ndim == 3 and x.ndim >= 3 and pshape[:2] == (int(x.shape[0]), seq)
+            and pshape[2] >= 1):
+        return seq, dim, operator.index(positions.shape[2])
+    raise ParameterError(
+        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
+        f"[seq, n_axes] = [{seq}, n_axes] or [batch, seq, n_axes] = [{x.shape[0]}, {seq}, "
+        "n_axes] grid coordinates (batched needs x.ndim >= 3)")
+
+
+def axial_rope(
+    x: Any, positions: Any, *, axes_dims: Sequence[int] | None = None, base: float = 10000.0,
+    layout: str = "half",
+) -> Any:
+    """Rotate ``x`` (``[..., seq, dim]``) by grid coordinates; same shape and dtype as ``x``.
+
+    ``positions``: ``[seq, n_axes]`` or batched ``[batch, seq, n_axes]`` integer coordinates,
+    e.g. (row, col) or (t, row, col); batched ones apply to ``x[b, ..., s, :]``.
+    ``axes_dims``: rotated width ``d_a`` of each axis (even; default ``dim`` split evenly),
+    summing to ``r <= dim``; features ``r..`` pass through unchanged. Axis ``a`` owns
+    ``d_a/2`` consecutive frequencies ``base^(-2i/d_a)`` of the ``r/2`` (axes in order),
+    driven by its coordinate. ``layout`` pairs frequency ``j`` with features
+    ``(2j, 2j+1)`` (``"interleaved"``: FLUX, axis ``a`` owns a contiguous feature block) or
+    ``(j, j + r/2)`` (``"half"``: transformers' Qwen2-VL vision rotary).
+    """
+    xp = _xp.namespace(x=x, positions=positions)
+    _params.choice("layout", layout, _rotary.LAYOUTS)
+    base = _params.base(base)
+    if not hasattr(x, "dtype"):
+        raise ParameterError(f"x must be an array, got {type(x).__name__}")
+    _xp.check_floating(xp, "x", x)
+    device = _xp.device_of(x)
+    if positions is None:
+        raise ParameterError("positions=None: axial_rope needs [seq, n_axes] grid coordinates")
+    if not hasattr(positions, "dtype"):
+        positions = _xp.asarray(xp, positions, device=device)
+    seq, dim, n_axes = _check_shapes(x, positions)
+    dims = _axes_dims(axes_dims, dim, n_axes)
+    inv_freq, axis = axis_frequencies(dims, base)
+    rd, n = sum(dims), sum(dims) // 2
+    compute = _xp.compute_dtype(xp, x.dtype)
+    _xp.check_positions_dtype(xp, positions)
+    _xp.check_position_range(xp, positions, compute=compute)
+
+    # P[..., s, j] = positions[..., s, axis[j]]: a gather, exact in any dtype
+    index = _xp.asarray(xp, axis, dtype=xp.int64, device=device)
+    per_freq = xp.take(xp.astype(positions, compute), index, axis=positions.ndim - 1)
+    angles = _rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
+    if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
+        angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
+    cos, sin = xp.cos(angles), xp.sin(angles)
+
+    head = xp.astype(x[..., :rd], compute, copy=False)
+    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    if rd == dim:
+        return rotated
+    return xp.concat([rotated, x[..., rd:]], axis=-1)
