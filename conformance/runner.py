@@ -38,6 +38,8 @@ class Options:
     properties: bool = True
     expectations: dict[str, str] = field(default_factory=dict)  # check-id pattern -> reason
     skip: list[str] = field(default_factory=list)  # check-id globs deselected from the plan
+    # compiled mode checks only the first N golden cases of each spec (None: all of them)
+    compiled_cases: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,10 @@ class Runner:
     def _plan_spec(self, base: tuple[str, ...], spec: Any) -> list[Check]:
         out = []
         if self.options.cases:
-            out += [Check(*base, "case", c.name) for c in spec.cases]
+            cases = spec.cases
+            if base[3] == "compiled" and self.options.compiled_cases is not None:
+                cases = cases[: self.options.compiled_cases]
+            out += [Check(*base, "case", c.name) for c in cases]
         if self.options.properties:
             out += [Check(*base, "property", p.label, i) for i, p in enumerate(spec.properties)]
         return out

@@ -71,7 +71,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         backends=args.backend or [], encodings=args.encoding or [], dtypes=args.dtype or [],
         modes=args.mode or list(MODES), device=args.device, max_examples=args.max_examples,
         cases=args.only in (None, "cases"), properties=args.only in (None, "properties"),
-        expectations=_load_expectations(args.expectations), skip=args.skip or [])
+        expectations=_load_expectations(args.expectations), skip=args.skip or [],
+        compiled_cases=args.compiled_cases)
     if not options.backends:
         from posenc.backends import installed_backends
 
@@ -81,14 +82,18 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         print("note: JAX 64-bit mode is enabled inside this harness run only, for the float64 "
               "checks", file=sys.stderr)
     progress = None if args.quiet else report.Progress()
-    if options.skip:
+    if options.skip or options.compiled_cases is not None:
         import dataclasses
 
         from posenc.conformance.runner import plan
 
-        total, kept = len(plan(dataclasses.replace(options, skip=[]))), len(plan(options))
-        print(f"deselected by --skip: {total - kept} of {total} checks "
-              f"({', '.join(options.skip)})", file=sys.stderr)
+        full = dataclasses.replace(options, skip=[], compiled_cases=None)
+        total, kept = len(plan(full)), len(plan(options))
+        reasons = [*options.skip]
+        if options.compiled_cases is not None:
+            reasons.append(f"--compiled-cases {options.compiled_cases}")
+        print(f"deselected: {total - kept} of {total} checks ({', '.join(reasons)})",
+              file=sys.stderr)
     results = run(options, progress=progress)
     print(report.matrix(results))
     text = report.failures(results, limit=None if args.verbose else 30)
@@ -146,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="deselect checks whose id (backend/device/dtype/mode/encoding/kind:name) "
                         "matches, e.g. 'torch/*/float16/compiled/*' (repeatable; the count is "
                         "reported)")
+    p.add_argument("--compiled-cases", type=int, metavar="N",
+                   help="in compiled mode, check only the first N golden cases of each "
+                        "encoding (every property still runs; the count is reported)")
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -123,5 +123,21 @@ def test_skip_deselects_checks_and_says_how_many() -> None:
     spec = specs()["learned"]
     total = 3 * (len(spec.cases) + len(spec.properties))
     dropped = total - 2 * len(spec.cases)
-    assert f"deselected by --skip: {dropped} of {total} checks" in proc.stderr
+    assert f"deselected: {dropped} of {total} checks (numpy/*/float16/*, */property:*)" \
+        in proc.stderr
     assert f"conformance: {2 * len(spec.cases)} passed, 0 failed, 0 skipped" in proc.stdout
+
+
+def test_compiled_cases_keeps_the_first_golden_cases_in_compiled_mode_only() -> None:
+    pytest.importorskip("jax")
+    from posenc.conformance.runner import plan
+
+    spec = specs()["rope"]
+    checks = plan(Options(backends=["jax"], encodings=["rope"], dtypes=["float32"],
+                          compiled_cases=2))
+    by_mode = {mode: [c for c in checks if c.mode == mode and c.kind == "case"]
+               for mode in ("eager", "compiled")}
+    assert [c.name for c in by_mode["compiled"]] == [c.name for c in spec.cases[:2]]
+    assert len(by_mode["eager"]) == len(spec.cases)
+    compiled_properties = [c for c in checks if c.mode == "compiled" and c.kind == "property"]
+    assert len(compiled_properties) == len(spec.properties)
