@@ -67,26 +67,26 @@ def test_scientific_notation_is_a_float(tmp_path: Path) -> None:
         (("params: {layout: interleaved}\n    inputs:\n      x: {normal: {shape: [2, 3, 8, 16], "
           "seed: 2}}", "params: {layuot: interleaved}\n    inputs:\n      x: {normal: {shape: "
           "[2, 3, 8, 16], seed: 2}}"),
-         r"rope\.yaml: cases\[1\]\.params\.layuot: unknown parameter 'layuot' \(known: base, "
+         r"rope\.yaml: cases\[4\]\.params\.layuot: unknown parameter 'layuot' \(known: base, "
          r"layout, rotary_dim, scaling, seq_len\)"),
         (("params: {layout: interleaved}\n    inputs:\n      x: {normal: {shape: [2, 3, 8, 16], "
           "seed: 2}}", "params: {layout: diagonal}\n    inputs:\n      x: {normal: {shape: "
           "[2, 3, 8, 16], seed: 2}}"),
-         r"rope\.yaml: cases\[1\]\.params: parameter layout='diagonal': 'diagonal' is not one of"),
+         r"rope\.yaml: cases\[4\]\.params: parameter layout='diagonal': 'diagonal' is not one of"),
         (("seed: 1}}", "seed: -1}}"),
-         r"cases\[0\]\.inputs\.x\.normal\.seed: -1 is less than the minimum of 0"),
+         r"cases\[3\]\.inputs\.x\.normal\.seed: -1 is less than the minimum of 0"),
         (("family: rotary", "family: rotational"), r"family: 'rotational' is not one of"),
         (("id: rope", "id: rope2"), r"id: 'rope2' does not match the file name 'rope'"),
         (("      x: {normal: {shape: [2, 3, 8, 16], seed: 1}}",
           "      x: {normal: {shape: [2, 3, 8, 16], seed: 1}}\n      y: {value: [1]}"),
-         r"cases\[0\]\.inputs\.y: unknown input 'y' \(declared: positions, x\)"),
+         r"cases\[3\]\.inputs\.y: unknown input 'y' \(declared: positions, x\)"),
         (("title:", "title: a\ntitle:"), r"line \d+: duplicate key 'title'"),
         (("- name: rope_composition", "- name: rope_composition\n  - name: rope_composition"),
          r"properties: declared twice"),
         (("  - name: half_default_positions\n    params: {}\n    inputs:\n      x: {normal: "
           "{shape: [2, 3, 8, 16], seed: 1}}",
           "  - name: half_default_positions\n    params: {}\n    inputs: {}"),
-         r"cases\[0\]\.inputs: required input 'x' is missing"),
+         r"cases\[3\]\.inputs: required input 'x' is missing"),
         (("rotary_dim:\n    type:", "rotary_dim:\n    typ: x\n    type:"),
          r"parameters\.rotary_dim: Additional properties are not allowed"),
         (("formula: |", "formula: [1\nfoo: |"), r"not valid YAML"),
