@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from ..context import CheckFailure, Context
+from ..context import Context
 from . import register
+from .rope import check_logit_unchanged
 
 DIM = 16
 DIMS_3D = [4, 6, 6]  # (t, row, col) widths of DIM
@@ -83,16 +84,8 @@ def relative_invariance(ctx: Context) -> None:
         positions = np.stack([m_, n_, m_ + s, n_ + s])  # [4, 3]
         out = ctx.run({"x": np.stack([q, k, q, k]), "positions": positions},
                       axes_dims=DIMS_3D)
-        before, after = out[0] @ out[1], out[2] @ out[3]
-        t = ctx.tol
-        top = float(positions.max())
-        allowed = 2 * (t.rtol + t.atol + t.angle * t.compute_eps * 2 * top) \
-            * float(np.linalg.norm(q) * np.linalg.norm(k))
-        if abs(after - before) > allowed:
-            raise CheckFailure(
-                f"<R(m) q, R(n) k> changed under the grid shift {shift}: m={m}, n={n}: "
-                f"{before:.9g} -> {after:.9g} (difference {abs(after - before):.3e} > "
-                f"tolerance {allowed:.3e})", {"max_abs": abs(after - before), "tolerance": allowed})
+        check_logit_unchanged(ctx, out, q, k, float(positions.max()),
+                              f"the grid shift {shift}: m={m}, n={n}")
 
 
 @register("axial_single_axis_equals_rope")

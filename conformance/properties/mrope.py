@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from ..context import CheckFailure, Context
+from ..context import Context
 from . import register
+from .rope import check_logit_unchanged
 
 DIM = 16  # 8 frequencies
 SEEDS = st.integers(0, 2**32 - 1)
@@ -80,16 +81,8 @@ def relative_invariance(ctx: Context) -> None:
         m_, n_, s = np.array(m), np.array(n), np.array(shift)
         positions = np.stack([m_, n_, m_ + s, n_ + s], axis=1)  # [3, 4]
         out = ctx.run({"x": np.stack([q, k, q, k]), "positions": positions}, sections=sections)
-        before, after = out[0] @ out[1], out[2] @ out[3]
-        t = ctx.tol
-        top = float(positions.max())
-        allowed = 2 * (t.rtol + t.atol + t.angle * t.compute_eps * 2 * top) \
-            * float(np.linalg.norm(q) * np.linalg.norm(k))
-        if abs(after - before) > allowed:
-            raise CheckFailure(
-                f"<R(m) q, R(n) k> changed under the shift {shift}: m={m}, n={n}: "
-                f"{before:.9g} -> {after:.9g} (difference {abs(after - before):.3e} > "
-                f"tolerance {allowed:.3e})", {"max_abs": abs(after - before), "tolerance": allowed})
+        check_logit_unchanged(ctx, out, q, k, float(positions.max()),
+                              f"the shift {shift}: m={m}, n={n}")
 
 
 @register("mrope_section_isolation")

@@ -27,6 +27,19 @@ def _dot_bound(ctx: Context, max_position: float) -> float:
     return 2 * (t.rtol + t.atol + t.angle * t.compute_eps * max_position)
 
 
+def check_logit_unchanged(ctx: Context, out: np.ndarray, q: np.ndarray, k: np.ndarray,
+                          top: float, what: str) -> None:
+    """``out`` = rotated (q, k) before and (q, k) after a shift of both positions: their dot
+    products must agree within two rotations' error at positions up to ``top``."""
+    before, after = out[0] @ out[1], out[2] @ out[3]
+    allowed = _dot_bound(ctx, 2 * top) * float(np.linalg.norm(q) * np.linalg.norm(k))
+    if abs(after - before) > allowed:
+        raise CheckFailure(
+            f"<R(m) q, R(n) k> changed under {what}: {before:.9g} -> {after:.9g} (difference "
+            f"{abs(after - before):.3e} > tolerance {allowed:.3e})",
+            {"max_abs": abs(after - before), "tolerance": allowed})
+
+
 @register("rope_identity_at_zero")
 def identity_at_zero(ctx: Context) -> None:
     """R_0 = I: position 0 returns x bit-identically (cos 0 = 1 and sin 0 = 0 exactly)."""

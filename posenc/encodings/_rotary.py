@@ -15,6 +15,7 @@ float64 truth at every position float32 holds exactly (|m| <= 2^24).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -107,3 +108,50 @@ def rotary_width(dim: int, rotary_dim: Any) -> int:
     if rd > dim:
         raise ParameterError(f"rotary_dim={rd} exceeds x.shape[-1]={dim}")
     return rd
+
+
+def check_shapes(x: Any, positions: Any) -> tuple[int, int]:
+    """``(seq, dim)`` of ``x`` ``[..., seq, dim]`` with ``positions`` ``[seq]`` or
+    ``[batch, seq]`` (or None). The head width is pinned with ``operator.index``: after
+    torch.compile recompiles it would be symbolic, and host frequencies depend on it."""
+    if x.ndim < 2:
+        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
+    seq, dim = operator.index(x.shape[-2]), operator.index(x.shape[-1])
+    if positions is None:
+        return seq, dim
+    pshape = tuple(positions.shape)
+    if positions.ndim == 1 and pshape[0] == seq:
+        return seq, dim
+    if positions.ndim == 2 and x.ndim >= 3 and pshape == (int(x.shape[0]), seq):
+        return seq, dim
+    raise ParameterError(
+        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
+        f"[seq] = [{seq}] or [batch, seq] = [{x.shape[0]}, {seq}] (batched needs x.ndim >= 3)")
+
+
+def scheduled_phases(xp: ModuleType, positions: Any, schedule: Any, *, compute: Any,
+                     device: Any, all_positions: Any = None) -> Any:
+    """:func:`phases` for a resolved frequency schedule: with LongRoPE's run-time switch, the
+    long frequencies when ``max(all_positions) + 1 > switch_length`` (data, not a
+    recompile; ``all_positions`` defaults to ``positions``)."""
+    angles = phases(xp, positions, schedule.inv_freq, compute=compute, device=device)
+    if schedule.long_inv_freq is None:
+        return angles
+    long = phases(xp, positions, schedule.long_inv_freq, compute=compute, device=device)
+    top = xp.max(positions if all_positions is None else all_positions)
+    return xp.where(top + 1 > schedule.switch_length, long, angles)
+
+
+def apply(xp: ModuleType, x: Any, angles: Any, *, rotary_dim: int, layout: str,
+          factor: float = 1.0) -> Any:
+    """Rotate the first ``rotary_dim`` features of ``x`` by ``angles`` (broadcastable to
+    ``[..., seq, rotary_dim/2]``, compute dtype), cos and sin times ``factor``; the other
+    features pass through; the result has the dtype of ``x``."""
+    cos, sin = xp.cos(angles), xp.sin(angles)
+    if factor != 1.0:
+        cos, sin = cos * factor, sin * factor
+    head = xp.astype(x[..., :rotary_dim], angles.dtype, copy=False)
+    rotated = xp.astype(rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    if rotary_dim == int(x.shape[-1]):
+        return rotated
+    return xp.concat([rotated, x[..., rotary_dim:]], axis=-1)

@@ -143,18 +143,9 @@ def mrope(
     is_h = _xp.asarray(xp, [a == 1 for a in axis], device=device)
     is_w = _xp.asarray(xp, [a == 2 for a in axis], device=device)
     per_freq = xp.where(is_h, p[1, ..., None], xp.where(is_w, p[2, ..., None], p[0, ..., None]))
-    angles = _rotary.phases(xp, per_freq, sched.inv_freq, compute=compute, device=device)
-    if sched.long_inv_freq is not None:  # longrope: the switch is data, not a recompile
-        long = _rotary.phases(xp, per_freq, sched.long_inv_freq, compute=compute, device=device)
-        angles = xp.where(xp.max(p) + 1 > sched.switch_length, long, angles)
+    angles = _rotary.scheduled_phases(xp, per_freq, sched, compute=compute, device=device,
+                                      all_positions=p)
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
-    cos, sin = xp.cos(angles), xp.sin(angles)
-    if sched.attention_factor != 1.0:
-        cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
-
-    head = xp.astype(x[..., :rd], compute, copy=False)
-    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
-    if rd == dim:
-        return rotated
-    return xp.concat([rotated, x[..., rd:]], axis=-1)
+    return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
+                         factor=sched.attention_factor)

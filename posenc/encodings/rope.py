@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,22 +11,6 @@ from . import _rotary
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["rope"]
-
-
-def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
-    if x.ndim < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    seq, dim = operator.index(x.shape[-2]), operator.index(x.shape[-1])
-    if positions is None:
-        return seq, dim
-    pshape = tuple(positions.shape)
-    if positions.ndim == 1 and pshape[0] == seq:
-        return seq, dim
-    if positions.ndim == 2 and x.ndim >= 3 and pshape == (int(x.shape[0]), seq):
-        return seq, dim
-    raise ParameterError(
-        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
-        f"[seq] = [{seq}] or [batch, seq] = [{x.shape[0]}, {seq}] (batched needs x.ndim >= 3)")
 
 
 def _resolve(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] | None,
@@ -82,7 +65,7 @@ def rope(
     device = _xp.device_of(x)
     if positions is not None and not hasattr(positions, "dtype"):
         positions = _xp.asarray(xp, positions, device=device)
-    seq, dim = _check_shapes(x, positions)
+    seq, dim = _rotary.check_shapes(x, positions)
     sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
     rd = sched.rotary_dim
     compute = _xp.compute_dtype(xp, x.dtype)
@@ -93,18 +76,8 @@ def rope(
         _xp.check_position_range(xp, positions, compute=compute)
 
     p = xp.astype(positions, compute)[..., None]
-    angles = _rotary.phases(xp, p, sched.inv_freq, compute=compute, device=device)
-    if sched.long_inv_freq is not None:  # longrope: the switch is data, not a recompile
-        long = _rotary.phases(xp, p, sched.long_inv_freq, compute=compute, device=device)
-        angles = xp.where(xp.max(p) + 1 > sched.switch_length, long, angles)
+    angles = _rotary.scheduled_phases(xp, p, sched, compute=compute, device=device)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
-    cos, sin = xp.cos(angles), xp.sin(angles)
-    if sched.attention_factor != 1.0:
-        cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
-
-    head = xp.astype(x[..., :rd], compute, copy=False)
-    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
-    if rd == dim:
-        return rotated
-    return xp.concat([rotated, x[..., rd:]], axis=-1)
+    return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
+                         factor=sched.attention_factor)

@@ -9,7 +9,6 @@ to keep the two factors finite (``zeta_0 ** (n / 512)`` leaves float32 near ``n 
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any
 
 import numpy as np
@@ -36,22 +35,6 @@ def _finite(name: str, value: Any) -> float:
     if not -math.inf < value < math.inf:  # comparisons: torch.compile traces floats symbolically
         raise ParameterError(f"{name}={value!r} must be a finite number")
     return float(value)
-
-
-def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
-    if x.ndim < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    seq, dim = int(x.shape[-2]), operator.index(x.shape[-1])
-    if positions is None:
-        return seq, dim
-    pshape = tuple(positions.shape)
-    if positions.ndim == 1 and pshape[0] == seq:
-        return seq, dim
-    if positions.ndim == 2 and x.ndim >= 3 and pshape == (int(x.shape[0]), seq):
-        return seq, dim
-    raise ParameterError(
-        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
-        f"[seq] = [{seq}] or [batch, seq] = [{x.shape[0]}, {seq}] (batched needs x.ndim >= 3)")
 
 
 def xpos(
@@ -87,7 +70,7 @@ def xpos(
     device = _xp.device_of(x)
     if positions is not None and not hasattr(positions, "dtype"):
         positions = _xp.asarray(xp, positions, device=device)
-    seq, dim = _check_shapes(x, positions)
+    seq, dim = _rotary.check_shapes(x, positions)
     rd = _rotary.rotary_width(dim, rotary_dim)
     compute = _xp.compute_dtype(xp, x.dtype)
     if positions is None:
