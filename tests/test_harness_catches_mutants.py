@@ -87,7 +87,8 @@ def test_flipped_sin_namespace_is_caught() -> None:
 
 def test_cli_names_failing_encodings_of_a_perturbed_namespace_module() -> None:
     proc = run_cli("conformance", "--backend", "mutants.perturbed_sin", "--mode", "eager",
-                   "--max-examples", "5", "-q", env={"PYTHONPATH": str(TESTS)})
+                   "--dtype", "float64", "--max-examples", "5", "-q",
+                   env={"PYTHONPATH": str(TESTS)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("failing encodings: axial_rope, complex_order, mrope, rope, sinusoidal, "
             "transformer_xl, xpos") in proc.stdout
