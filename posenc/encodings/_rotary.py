@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from .. import _params, _xp
 from ..errors import ParameterError
 
 LAYOUTS = ("half", "interleaved")
@@ -94,8 +95,6 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
 
 def rotary_width(dim: int, rotary_dim: Any) -> int:
     """The number of rotated features: ``rotary_dim`` checked against ``x.shape[-1] = dim``."""
-    from .. import _params
-
     if rotary_dim is None:
         if dim % 2:
             raise ParameterError(
@@ -108,6 +107,18 @@ def rotary_width(dim: int, rotary_dim: Any) -> int:
     if rd > dim:
         raise ParameterError(f"rotary_dim={rd} exceeds x.shape[-1]={dim}")
     return rd
+
+
+def array_inputs(xp: ModuleType, x: Any, positions: Any) -> tuple[Any, Any]:
+    """``(device, positions)``: ``x`` checked to be a floating array, ``positions`` (unless
+    None) made an array of ``xp`` on the device of ``x``."""
+    if not hasattr(x, "dtype"):
+        raise ParameterError(f"x must be an array, got {type(x).__name__}")
+    _xp.check_floating(xp, "x", x)
+    device = _xp.device_of(x)
+    if positions is not None and not hasattr(positions, "dtype"):
+        positions = _xp.asarray(xp, positions, device=device)
+    return device, positions
 
 
 def check_shapes(x: Any, positions: Any) -> tuple[int, int]:

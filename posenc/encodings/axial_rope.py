@@ -86,14 +86,9 @@ def axial_rope(
     xp = _xp.namespace(x=x, positions=positions)
     _params.choice("layout", layout, _rotary.LAYOUTS)
     base = _params.base(base)
-    if not hasattr(x, "dtype"):
-        raise ParameterError(f"x must be an array, got {type(x).__name__}")
-    _xp.check_floating(xp, "x", x)
-    device = _xp.device_of(x)
+    device, positions = _rotary.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: axial_rope needs [seq, n_axes] grid coordinates")
-    if not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=device)
     seq, dim, n_axes = _check_shapes(x, positions)
     dims = _axes_dims(axes_dims, dim, n_axes)
     inv_freq, axis = axis_frequencies(dims, base)

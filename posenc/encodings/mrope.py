@@ -123,14 +123,9 @@ def mrope(
     """
     xp = _xp.namespace(x=x, positions=positions)
     _params.choice("layout", layout, _rotary.LAYOUTS)
-    if not hasattr(x, "dtype"):
-        raise ParameterError(f"x must be an array, got {type(x).__name__}")
-    _xp.check_floating(xp, "x", x)
-    device = _xp.device_of(x)
+    device, positions = _rotary.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: mrope needs [3, seq] (t, h, w) position ids")
-    if not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=device)
     seq, dim = _check_shapes(x, positions)
     sched, axis = _configure(dim, sections, interleaved, base, scaling)
     rd, n = sched.rotary_dim, sched.rotary_dim // 2

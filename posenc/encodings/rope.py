@@ -59,12 +59,7 @@ def rope(
     """
     xp = _xp.namespace(x=x, positions=positions)
     _params.choice("layout", layout, _rotary.LAYOUTS)
-    if not hasattr(x, "dtype"):
-        raise ParameterError(f"x must be an array, got {type(x).__name__}")
-    _xp.check_floating(xp, "x", x)
-    device = _xp.device_of(x)
-    if positions is not None and not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=device)
+    device, positions = _rotary.array_inputs(xp, x, positions)
     seq, dim = _rotary.check_shapes(x, positions)
     sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
     rd = sched.rotary_dim

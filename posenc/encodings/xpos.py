@@ -64,12 +64,7 @@ def xpos(
     base = _params.base(base)
     scale_base = _params.positive("scale_base", scale_base)
     centre = _finite("centre", centre)
-    if not hasattr(x, "dtype"):
-        raise ParameterError(f"x must be an array, got {type(x).__name__}")
-    _xp.check_floating(xp, "x", x)
-    device = _xp.device_of(x)
-    if positions is not None and not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=device)
+    device, positions = _rotary.array_inputs(xp, x, positions)
     seq, dim = _rotary.check_shapes(x, positions)
     rd = _rotary.rotary_width(dim, rotary_dim)
     compute = _xp.compute_dtype(xp, x.dtype)
