@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer
 from . import _rotary
 
 __all__ = ["axial_rope"]
@@ -98,7 +99,7 @@ def axial_rope(
     _xp.check_position_range(xp, positions, compute=compute)
 
     # P[..., s, j] = positions[..., s, axis[j]]: a gather, exact in any dtype
-    index = _xp.asarray(xp, axis, dtype=xp.int64, device=device)
+    index = _xp.asarray(xp, axis, device=device)  # the default index dtype (int32 in JAX x32)
     per_freq = xp.take(xp.astype(positions, compute), index, axis=positions.ndim - 1)
     angles = _rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
@@ -110,3 +111,8 @@ def axial_rope(
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)
+
+
+LAYERS = (Layer(
+    "AxialRotaryEmbedding", "axial_rope", config=("axes_dims", "base", "layout"),
+    doc="RoPE over a grid: layer(x, positions [..., seq, n_axes])"),)
