@@ -19,11 +19,15 @@ __all__ = ["BUILTIN", "Backend", "get_backend", "installed_backends", "registere
 
 # Order matters: torch is imported before TensorFlow when a run uses both.
 BUILTIN = ("numpy", "strict", "torch", "jax", "tensorflow")
+# The same frameworks checked through their layer APIs (nn.Module, pytree functions, Keras).
+LAYER_BACKENDS = {"torch-layers": "torch", "jax-layers": "jax", "keras-layers": "tensorflow"}
 
 
 def registered_backends() -> dict[str, str]:
     """Registered backend names mapped to their ``module:attr`` targets."""
     found = {name: f"posenc.backends.{name}:BACKEND" for name in BUILTIN}
+    found.update({name: f"posenc.backends.{module}:LAYER_BACKEND"
+                  for name, module in LAYER_BACKENDS.items()})
     for ep in entry_points(group="posenc.backends"):
         found.setdefault(ep.name, ep.value)
     return found

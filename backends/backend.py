@@ -48,6 +48,15 @@ class Backend:
     # Known gaps shipped with the backend: check-id glob -> reason; failures matching one
     # report as xfail, passes as xpass. The CLI's --expectations file adds to (and overrides) it.
     expectations: dict[str, str] = field(default_factory=dict)
+    # Layer backends check the encodings through a framework's layer API: ``bind(function,
+    # names, params, compiled)`` returns the callable of the arrays ``names`` that the harness
+    # checks (it builds the layer with ``params`` and the weight arrays, and compiles the
+    # layer when ``compiled``). ``functions`` lists what it covers; others are unsupported.
+    # ``vjp(fn, arrays, wrt, cotangent)``: gradients of ``sum(cotangent * fn(*arrays))`` with
+    # respect to ``arrays[i]`` for ``i in wrt`` (tuple results stacked); None: no autodiff
+    vjp: Callable[[Callable[..., Any], list[Any], list[int], Any], list[Any]] | None = None
+    bind: Callable[[str, tuple[str, ...], dict[str, Any], bool], Callable[..., Any]] | None = None
+    functions: frozenset[str] | None = None
     _namespace: ModuleType | None = field(default=None, init=False, repr=False, compare=False)
 
     def available(self) -> bool:

@@ -7,10 +7,12 @@ converted to the backend's arrays (lists and NumPy arrays are accepted), dtype n
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -58,14 +60,33 @@ def wrap(backend: Backend, name: str) -> Callable[..., Any]:
     return call
 
 
-def bind_module(backend: Backend) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for a backend module (PEP 562), resolved lazily."""
+def bind_module(backend: Backend, *, layers: str | None = None, layer_backend: str | None = None,
+                extras: Mapping[str, Callable[[], Any]] | None = None,
+                ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for a backend module (PEP 562), resolved lazily: the
+    encoding functions; with ``layers`` (the module generating the framework's layer classes,
+    imported on first use) the layer classes by name and ``LAYER_BACKEND``, the conformance
+    harness's view of them named ``layer_backend``; ``extras``: more names (e.g. ``nnx``)."""
     module_name = sys._getframe(1).f_globals["__name__"]
     cache: dict[str, Callable[..., Any]] = {}
+    extras = dict(extras or {})
 
     def __getattr__(name: str) -> Any:
         from posenc.encodings import public_functions
 
+        if name in extras:
+            return extras[name]()
+        if layers is not None:
+            if name == "LAYER_BACKEND":
+                if "LAYER_BACKEND" not in cache:
+                    cache["LAYER_BACKEND"] = _layer_backend(
+                        backend, layers, layer_backend or f"{backend.name}-layers")
+                return cache["LAYER_BACKEND"]
+            if name[:1].isupper():
+                from posenc.layers import all_layers
+
+                if name in all_layers():
+                    return importlib.import_module(layers).layer_class(name)
         if name not in cache:
             if name.startswith("__") or name not in public_functions():
                 raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
@@ -74,7 +95,22 @@ def bind_module(backend: Backend) -> tuple[Callable[[str], Any], Callable[[], li
 
     def __dir__() -> list[str]:
         from posenc.encodings import public_functions
+        from posenc.layers import all_layers
 
-        return sorted({*sys.modules[module_name].__dict__, *public_functions()})
+        names = {*sys.modules[module_name].__dict__, *public_functions(), *extras}
+        if layers is not None:
+            names |= {*all_layers(), "LAYER_BACKEND"}
+        return sorted(names)
 
     return __getattr__, __dir__
+
+
+def _layer_backend(backend: Backend, layers: str, name: str) -> Backend:
+    """The framework backend checked through its layers (see ``layer_binding.py``)."""
+    from .layer_binding import covered_functions, layer_bind
+
+    def factory(*args: Any) -> Any:
+        return importlib.import_module(layers).layer_factory(*args)
+
+    return dataclasses.replace(backend, name=name, bind=layer_bind(factory),
+                               functions=covered_functions())

@@ -77,9 +77,33 @@ def _session() -> Iterator[None]:
         yield
 
 
+def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:
+    import jax
+    import jax.numpy as jnp
+
+    def partial(*chosen: Any) -> Any:
+        full = list(arrays)
+        for i, value in zip(wrt, chosen, strict=True):
+            full[i] = value
+        out = fn(*full)
+        return jnp.stack(list(out)) if isinstance(out, tuple | list) else out
+
+    _, pullback = jax.vjp(partial, *[arrays[i] for i in wrt])
+    return list(pullback(cotangent))
+
+
 BACKEND = Backend(
     name="jax", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices, device_object=_device,
-    compile=_compile, session=_session, requires="jax", extra="jax")
+    compile=_compile, session=_session, vjp=_vjp, requires="jax", extra="jax")
 
-__getattr__, __dir__ = bind_module(BACKEND)
+
+def _nnx() -> Any:
+    from .jax_layers import nnx_module
+
+    return nnx_module()
+
+
+# pe.<Layer>: frozen descriptions with init/apply; pe.nnx.<Layer>: Flax NNX modules
+__getattr__, __dir__ = bind_module(BACKEND, layers="posenc.backends.jax_layers",
+                                   layer_backend="jax-layers", extras={"nnx": _nnx})

@@ -69,10 +69,27 @@ def _session() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        for i in wrt:
+            tape.watch(arrays[i])
+        out = fn(*arrays)
+        if isinstance(out, tuple | list):
+            out = tf.stack(list(out))
+    grads = tape.gradient(out, [arrays[i] for i in wrt], output_gradients=cotangent)
+    # a gather's gradient comes back as IndexedSlices: densify
+    return [tf.zeros_like(arrays[i]) if g is None else tf.convert_to_tensor(g)
+            for i, g in zip(wrt, grads, strict=True)]
+
+
 BACKEND = Backend(
     name="tensorflow", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices, device_object=_device,
-    compile=_compile, session=_session,
+    compile=_compile, session=_session, vjp=_vjp,
     requires="tensorflow", extra="tensorflow")
 
-__getattr__, __dir__ = bind_module(BACKEND)
+# pe.<Layer>: Keras layers (Keras is imported on first use)
+__getattr__, __dir__ = bind_module(BACKEND, layers="posenc.backends.keras_layers",
+                                   layer_backend="keras-layers")

@@ -94,7 +94,11 @@ def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) 
         return tf.fill(shape, tf.constant(fill_value, dtype=dtype))
 
 
-def reshape(x: tf.Tensor, /, shape: Sequence[int], *, copy: Any = None) -> tf.Tensor:
+def reshape(x: tf.Tensor, /, shape: Sequence[int | None], *, copy: Any = None) -> tf.Tensor:
+    # Keras functional models trace with an unknown batch size: a shape built from another
+    # tensor's .shape then holds None, which is the one dimension tf.reshape can infer
+    if [s is None for s in shape].count(True) == 1:  # (this module's sum is the array API's)
+        shape = [-1 if s is None else s for s in shape]
     return tf.reshape(x, shape)
 
 

@@ -66,10 +66,26 @@ def _session() -> Iterator[None]:
         yield
 
 
+def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:
+    torch = _torch()
+    leaves = [a.detach().clone().requires_grad_(True) if i in wrt else a
+              for i, a in enumerate(arrays)]
+    out = fn(*leaves)
+    if isinstance(out, tuple | list):
+        out = torch.stack(list(out))
+    if not out.requires_grad:  # computed outside autograd: every gradient is zero
+        return [torch.zeros_like(leaves[i]) for i in wrt]
+    grads = torch.autograd.grad(out, [leaves[i] for i in wrt], grad_outputs=cotangent,
+                                allow_unused=True)
+    return [torch.zeros_like(leaves[i]) if g is None else g for i, g in zip(wrt, grads,
+                                                                           strict=True)]
+
+
 BACKEND = Backend(
     name="torch", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
-    device_object=_torch_device, compile=_compile, session=_session,
+    device_object=_torch_device, compile=_compile, session=_session, vjp=_vjp,
     requires="torch", extra="torch")
 
-__getattr__, __dir__ = bind_module(BACKEND)
+__getattr__, __dir__ = bind_module(BACKEND, layers="posenc.backends.torch_layers",
+                                   layer_backend="torch-layers")

@@ -66,6 +66,13 @@ class Context:
             if self.device != "cpu":  # functions without array inputs are placed by device=
                 params["device"] = self.backend.device_object(self.device)
 
+        if self.backend.bind is not None:  # through the framework's layer API
+            key = ("layer", names, tuple(sorted((k, repr(v)) for k, v in params.items())))
+            if key not in self._compiled:
+                self._compiled[key] = self.backend.bind(self.spec.function, names, params,
+                                                        self.mode == "compiled")
+            return self._compiled[key]
+
         def call(*arrays: Any) -> Any:
             return fn(**dict(zip(names, arrays, strict=True)), **params)
 

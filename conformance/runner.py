@@ -19,6 +19,7 @@ from posenc.catalog import specs
 from posenc.errors import PosencError, SpecError
 
 from .context import CheckFailure, Context, Unsupported
+from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
 from .tolerances import tolerance_for
 
@@ -36,6 +37,7 @@ class Options:
     max_examples: int = 25
     cases: bool = True
     properties: bool = True
+    gradients: bool = True  # autodiff vs finite differences (float64, eager, one case per spec)
     expectations: dict[str, str] = field(default_factory=dict)  # check-id pattern -> reason
     skip: list[str] = field(default_factory=list)  # check-id globs deselected from the plan
     # compiled mode checks only the first N golden cases of each spec (None: all of them)
@@ -49,7 +51,7 @@ class Check:
     dtype: str
     mode: str
     encoding: str
-    kind: str  # "case", "property" or "capability"
+    kind: str  # "case", "property", "gradient" or "capability"
     name: str  # case name, property label, or what is missing
     property_index: int = -1
 
@@ -112,6 +114,8 @@ class Runner:
                             checks.append(Check(*base, "capability", f"dtype {dtype}"))
                         elif mode == "compiled" and backend.compile is None:
                             checks.append(Check(*base, "capability", "compiled mode"))
+                        elif backend.functions is not None and spec.function not in backend.functions:
+                            checks.append(Check(*base, "capability", f"layer for {spec.function}"))
                         else:
                             checks.extend(self._plan_spec(base, spec))
         return [c for c in checks
@@ -126,6 +130,10 @@ class Runner:
             out += [Check(*base, "case", c.name) for c in cases]
         if self.options.properties:
             out += [Check(*base, "property", p.label, i) for i, p in enumerate(spec.properties)]
+        backend = self.backends[base[0]]
+        if (self.options.gradients and backend.vjp is not None and base[2] == "float64"
+                and base[3] == "eager" and differentiable(spec)):
+            out.append(Check(*base, "gradient", "autodiff"))
         return out
 
     # -- execution -------------------------------------------------------------------------
@@ -173,6 +181,11 @@ class Runner:
             ctx = self._context(check, backend)
             if check.kind == "case":
                 self._check_case(ctx, check.name)
+            elif check.kind == "gradient":
+                case = pick_case(ctx.spec, self._golden(ctx.spec.id).cases)
+                if case is None:
+                    return Result(check, "unsupported", "no golden case with real output")
+                check_gradient(ctx, case)
             else:
                 decl = ctx.spec.properties[check.property_index]
                 ctx.params, ctx.args = dict(decl.params), dict(decl.args)

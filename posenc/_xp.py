@@ -34,6 +34,9 @@ def use_namespace(xp: ModuleType) -> Iterator[None]:
 
 def library_of(array: Any) -> str:
     """The top-level package that defines ``type(array)``: 'numpy', 'torch', 'jax', ..."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor):
+        return "torch"  # also subclasses (nn.Parameter), whose __module__ dynamo cannot trace
     top = type(array).__module__.split(".")[0]
     return "jax" if top == "jaxlib" else top
 

@@ -1,4 +1,4 @@
-"""The ``posenc`` command: list, golden regen/check, conformance."""
+"""The ``posenc`` command: list, golden regen/check, conformance, bench."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         backends=args.backend or [], encodings=args.encoding or [], dtypes=args.dtype or [],
         modes=args.mode or list(MODES), device=args.device, max_examples=args.max_examples,
         cases=args.only in (None, "cases"), properties=args.only in (None, "properties"),
+        gradients=args.only in (None, "gradients"),
         expectations=_load_expectations(args.expectations), skip=args.skip or [],
         compiled_cases=args.compiled_cases)
     if not options.backends:
@@ -115,6 +116,13 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from . import bench
+
+    return bench.main_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="posenc", description="Transformer positional encodings: spec, goldens, conformance.")
@@ -142,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "float16"], help="repeatable")
     p.add_argument("--mode", action="append", choices=["eager", "compiled"], help="repeatable")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--only", choices=["cases", "properties"], help="golden cases or properties only")
+    p.add_argument("--only", choices=["cases", "properties", "gradients"],
+                   help="golden cases, properties or gradient checks only")
     p.add_argument("--max-examples", type=int, default=25,
                    help="Hypothesis examples per property (derandomised; default 25)")
     p.add_argument("--expectations", metavar="PATH",
@@ -159,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
+
+    p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
+                                     "rotary-embedding-torch, keras-hub, hand-written jnp)")
+    from .bench import add_arguments  # imports no framework
+
+    add_arguments(p)
+    p.set_defaults(func=_cmd_bench)
     return parser
 
 

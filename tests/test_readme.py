@@ -11,13 +11,18 @@ from .conftest import ROOT
 README = (ROOT / "README.md").read_text()
 
 
-def test_python_example_runs() -> None:
+def test_python_examples_run() -> None:
+    """The README's Python blocks, in order, in one namespace (later ones build on the first)."""
     pytest.importorskip("torch")
-    (code,) = re.findall(r"```python\n(.*?)```", README, re.S)
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert len(blocks) >= 2, blocks
     namespace: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
-    assert tuple(namespace["q"].shape) == (2, 32, 6, 128)
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), namespace)
     assert tuple(namespace["rows"].shape) == (3, 768)
+    assert tuple(namespace["q"].shape) == (2, 32, 6, 128)
+    assert tuple(namespace["k"].shape) == (2, 8, 6, 128)
+    assert tuple(namespace["out"].shape) == (2, 32, 6, 128)
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer
 
 __all__ = ["alibi_bias", "alibi_slopes"]
 
@@ -100,3 +101,8 @@ def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
     if device is None:
         return xp.arange(start, stop)
     return xp.arange(start, stop, device=device)
+
+
+LAYERS = (Layer(
+    "ALiBiBias", "alibi_bias", config=("num_heads", "form", "max_bias"),
+    doc="ALiBi's fixed linear biases: layer(q_len, k_len) -> [heads, q, k]"),)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import ZEROS, Layer, Weight, normal
 
 __all__ = ["conv"]
 
@@ -131,3 +132,13 @@ def conv(x: Any, kernel: Any, bias: Any = None, *, padding: str = "zeros") -> An
     if bias is not None:
         total = total + xp.astype(bias, compute, copy=False)
     return xp.astype(total, x.dtype, copy=False)
+
+
+LAYERS = (Layer(
+    "ConvPositionEncoding", "conv",
+    weights=(Weight("kernel", lambda c: (*(c["kernel_size"],) * c["spatial_dims"], c["channels"]),
+                    normal(0.02)),
+             Weight("bias", lambda c: (c["channels"],), ZEROS, optional="use_bias")),
+    sizes=("channels", "kernel_size", "spatial_dims", "use_bias"),
+    size_defaults={"kernel_size": 3, "spatial_dims": 1, "use_bias": True}, config=("padding",),
+    doc="x + depthwise conv(x) (CPVT's PEG): layer(x) -> x-shaped"),)

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer, Weight, normal
 from .attention import _broadcast
 
 __all__ = ["deberta_bucket", "deberta_scores"]
@@ -304,3 +305,18 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
 
 
 _wrap_for_dynamo()
+
+
+def _span(c: Any) -> int:
+    return c["position_buckets"] if c["position_buckets"] > 0 else c["max_relative_positions"]
+
+
+LAYERS = (Layer(
+    "DebertaRelativeScores", "deberta_scores",
+    weights=(Weight("rel_k", lambda c: (2 * _span(c), c["head_dim"]), normal(0.02),
+                    optional="c2p"),
+             Weight("rel_q", lambda c: (2 * _span(c), c["head_dim"]), normal(0.02),
+                    optional="p2c")),
+    sizes=("head_dim", "c2p", "p2c"), size_defaults={"c2p": True, "p2c": True},
+    config=("position_buckets", "max_relative_positions", "clamp", "scale"),
+    doc="DeBERTa's disentangled scores with trained (projected) relative tables: layer(q, k)"),)

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import ZEROS, Layer, Weight, normal
 
 __all__ = ["fire"]
 
@@ -82,3 +83,14 @@ def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
     if device is None:
         return xp.arange(start, stop)
     return xp.arange(start, stop, device=device)
+
+
+LAYERS = (Layer(
+    "FIREBias", "fire",
+    weights=(Weight("w1", lambda c: (c["hidden"],), normal(1.0)),
+             Weight("b1", lambda c: (c["hidden"],), ZEROS),
+             Weight("w2", lambda c: (c["hidden"], c["num_heads"]), normal(0.1)),
+             Weight("b2", lambda c: (c["num_heads"],), ZEROS)),
+    sizes=("num_heads", "hidden"), size_defaults={"hidden": 32},
+    config=("c", "threshold", "eps"),
+    doc="FIRE's MLP of the interpolated distance: layer(q_len, k_len) -> [heads, q, k]"),)

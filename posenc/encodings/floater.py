@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import ZEROS, Layer, Weight, normal
 
 __all__ = ["floater"]
 
@@ -97,3 +98,14 @@ def floater(
             n += 1
         rows.append(p)
     return xp.astype(xp.concat(rows, axis=0), dtype, copy=False)
+
+
+LAYERS = (Layer(
+    "FloaterPositionEmbedding", "floater",
+    weights=(Weight("p0", lambda c: (c["dim"],), normal(0.02)),
+             Weight("w1", lambda c: (c["dim"] + 1, c["hidden"]), normal(0.1)),
+             Weight("b1", lambda c: (c["hidden"],), ZEROS),
+             Weight("w2", lambda c: (c["hidden"], c["dim"]), normal(0.1)),
+             Weight("b2", lambda c: (c["dim"],), ZEROS)),
+    sizes=("dim", "hidden"), size_defaults={"hidden": 32}, config=("dt", "steps"),
+    doc="FLOATER's neural-ODE table: layer(length=L) -> [L, dim]"),)

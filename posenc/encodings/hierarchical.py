@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer, Weight, normal
 
 __all__ = ["hierarchical"]
 
@@ -65,3 +66,10 @@ def hierarchical(positions: Any, table: Any, *, alpha: float = 0.4, out_of_range
         nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=_xp.device_of(table))
         rows = xp.where(outside[:, None], nan, rows)
     return xp.reshape(rows, (*shape, dim))
+
+
+LAYERS = (Layer(
+    "HierarchicalPositionEmbedding", "hierarchical",
+    weights=(Weight("table", lambda c: (c["num_positions"], c["dim"]), normal(0.02)),),
+    sizes=("num_positions", "dim"), config=("alpha", "out_of_range"),
+    doc="A trained table of n rows extended to n² positions: layer(positions) -> rows"),)

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer, Weight, uniform
 
 __all__ = ["kerple"]
 
@@ -90,3 +91,11 @@ def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
     if device is None:
         return xp.arange(start, stop)
     return xp.arange(start, stop, device=device)
+
+
+LAYERS = (Layer(
+    "KERPLEBias", "kerple",
+    weights=(Weight("r1", lambda c: (c["num_heads"],), uniform(0.5, 1.0)),
+             Weight("r2", lambda c: (c["num_heads"],), uniform(0.5, 1.0))),
+    sizes=("num_heads",), config=("form",),
+    doc="KERPLE's per-head kernel bias: layer(q_len, k_len) -> [heads, q, k]"),)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _params, _xp
+from ..layers import Layer, Weight, normal
 
 __all__ = ["learned"]
 
@@ -41,3 +42,10 @@ def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
         nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=_xp.device_of(table))
         rows = xp.where(outside[:, None], nan, rows)
     return xp.reshape(rows, (*shape, dim))
+
+
+LAYERS = (Layer(
+    "LearnedPositionEmbedding", "learned",
+    weights=(Weight("table", lambda c: (c["num_positions"], c["dim"]), normal(0.02)),),
+    sizes=("num_positions", "dim"), config=("out_of_range",),
+    doc="A trained table of absolute positions (BERT, GPT-2): layer(positions) -> rows"),)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer
 from . import _rotary
 from .rope_frequencies import Schedule, schedule, schedule_type
 
@@ -144,3 +145,9 @@ def mrope(
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
     return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
                          factor=sched.attention_factor)
+
+
+LAYERS = (Layer(
+    "MultimodalRotaryEmbedding", "mrope",
+    config=("sections", "interleaved", "base", "layout", "scaling"),
+    doc="Qwen2-VL M-RoPE: layer(x, positions [3, (batch,) seq])"),)

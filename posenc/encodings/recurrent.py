@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import IDENTITY, Layer, Weight, normal
 
 __all__ = ["recurrent"]
 
@@ -61,3 +62,11 @@ def recurrent(p0: Any, transition: Any, *, length: int) -> Any:
         if rows < length:
             power_t = xp.matmul(power_t, power_t)  # (A^2m).T = (A^m).T (A^m).T
     return xp.astype(table, dtype, copy=False)
+
+
+LAYERS = (Layer(
+    "RecurrentPositionEmbedding", "recurrent",
+    weights=(Weight("p0", lambda c: (c["dim"],), normal(0.02)),
+             Weight("transition", lambda c: (c["dim"], c["dim"]), IDENTITY)),
+    sizes=("dim",),
+    doc="p_{k+1} = A p_k with trained p0 and A: layer(length=L) -> [L, dim]"),)

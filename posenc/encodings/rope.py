@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer
 from . import _rotary
 from .rope_frequencies import Schedule, schedule, schedule_type
 
@@ -76,3 +77,8 @@ def rope(
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
     return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
                          factor=sched.attention_factor)
+
+
+LAYERS = (Layer(
+    "RotaryEmbedding", "rope", config=("base", "layout", "rotary_dim", "scaling", "seq_len"),
+    doc="RoPE: layer(x, positions=None) -> x rotated"),)

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer, Weight, normal
 
 # the module, not the name: a sibling may still be initialising when posenc's lazy
 # __getattr__ imports every encoding module recursively
@@ -221,3 +222,22 @@ def shaw_attention(
         tv = xp.astype(table_v, compute, copy=False)[rows, :]
         out = out + xp.matmul(_bucket_weights(xp, weights, K_eff, offset), tv)
     return xp.astype(out, q.dtype, copy=False)
+
+
+LAYERS = (
+    Layer("ShawRelativeScores", "shaw_scores",
+          weights=(Weight("table_k", lambda c: (2 * c["max_relative_position"] + 1,
+                                                c["head_dim"]), normal(0.02)),),
+          sizes=("head_dim",), config=("max_relative_position", "scale"),
+          doc="Shaw et al.'s relative-key scores: layer(q, k) -> [..., q, k]"),
+    Layer("ShawRelativeAttention", "shaw_attention",
+          weights=(Weight("table_k", lambda c: (2 * c["max_relative_position"] + 1,
+                                                c["head_dim"]), normal(0.02)),
+                   Weight("table_v", lambda c: (2 * c["max_relative_position"] + 1,
+                                                c["value_dim"]), normal(0.02),
+                          optional="value_dim")),
+          sizes=("head_dim", "value_dim"), size_defaults={"value_dim": None},
+          config=("max_relative_position", "scale"),
+          doc="attention with relative keys (and values, given value_dim): "
+              "layer(q, k, v, mask=None)"),
+)

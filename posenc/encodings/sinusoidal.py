@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer
 
 __all__ = ["sinusoidal"]
 
@@ -71,3 +72,8 @@ def sinusoidal(
         keep = xp.astype(positions != padding_idx, compute)[..., None]
         table = table * keep
     return xp.astype(table, out_dtype, copy=False)
+
+
+LAYERS = (Layer(
+    "SinusoidalPositionEmbedding", "sinusoidal", config=("dim", "base", "layout", "padding_idx"),
+    doc="The fixed sinusoidal table: layer(positions) -> [..., dim]"),)

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer, Weight, normal
 
 __all__ = ["t5_bias", "t5_bucket"]
 
@@ -165,3 +166,10 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
 
 def _device_kw(device: Any) -> dict[str, Any]:
     return {} if device is None else {"device": device}
+
+
+LAYERS = (Layer(
+    "T5RelativeBias", "t5_bias",
+    weights=(Weight("table", lambda c: (c["num_buckets"], c["num_heads"]), normal(0.02)),),
+    sizes=("num_heads",), config=("bidirectional", "num_buckets", "max_distance"),
+    doc="T5's bucketed bias table: layer(q_len, k_len, query_offset=0) -> [heads, q, k]"),)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import ZEROS, Layer, Weight
 
 __all__ = ["transformer_xl"]
 
@@ -150,3 +151,12 @@ def _rel_shift(xp: Any, x: Any, q_len: int, k_len: int) -> Any:
                        axis=-1)
     flat = xp.reshape(padded, (*lead, q_len * (n + 1)))[..., q_len:]
     return xp.reshape(flat, (*lead, q_len, n))[..., :k_len]
+
+
+LAYERS = (Layer(
+    "TransformerXLScores", "transformer_xl",
+    weights=(Weight("content_bias", lambda c: (c["num_heads"], 1, c["head_dim"]), ZEROS),
+             Weight("position_bias", lambda c: (c["num_heads"], 1, c["head_dim"]), ZEROS)),
+    sizes=("num_heads", "head_dim"), config=("causal", "method", "base", "scale"),
+    doc="Transformer-XL/XLNet scores with the trained biases u, v: layer(q, k, r_proj), "
+        "q [..., heads, q_len, d]"),)

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import ZEROS, Layer, Weight
 
 __all__ = ["tupe"]
 
@@ -109,3 +110,10 @@ def tupe(
     if bias is not None:
         scores = scores + xp.astype(bias, compute, copy=False)
     return xp.astype(scores, q.dtype, copy=False)
+
+
+LAYERS = (Layer(
+    "TUPEScores", "tupe",
+    weights=(Weight("cls", lambda c: (2,), ZEROS, optional="untie_cls"),),
+    sizes=("untie_cls",), size_defaults={"untie_cls": True}, config=("scale",),
+    doc="TUPE's untied scores with trained [CLS] biases: layer(q, k, pos_q, pos_k, bias=None)"),)

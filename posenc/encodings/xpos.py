@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _params, _xp
 from ..errors import ParameterError
+from ..layers import Layer
 from . import _rotary
 
 __all__ = ["xpos"]
@@ -92,3 +93,9 @@ def xpos(
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)
+
+
+LAYERS = (Layer(
+    "XPosEmbedding", "xpos", config=("kind", "scale_base", "centre", "base", "layout",
+                                     "rotary_dim"),
+    doc="xPos: layer(x, positions=None) -> x rotated and scaled"),)
