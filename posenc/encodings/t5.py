@@ -154,14 +154,15 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     # every distance j − (query_offset + i), ascending: r = t − (query_offset + q_len − 1)
     first = -(query_offset + q_len - 1)
     distances = xp.arange(first, k_len - query_offset, **_device_kw(device))
-    rows = xp.take(xp.permute_dims(table, (1, 0)),
-                   _buckets(xp, distances, bidirectional, per_side, max_distance, device),
-                   axis=1)  # [heads, q_len + k_len - 1]
+    rows = xp.take(table, _buckets(xp, distances, bidirectional, per_side, max_distance, device),
+                   axis=0)  # [q_len + k_len - 1, heads]
     i = xp.arange(q_len, **_device_kw(device))
     j = xp.arange(k_len, **_device_kw(device))
     index = j[None, :] - i[:, None] + (q_len - 1)  # position of j − i − query_offset in rows
-    out = xp.take(rows, xp.reshape(index, (-1,)), axis=1)
-    return xp.reshape(out, (heads, q_len, k_len))
+    # whole rows gathered, then the heads axis moved to the front (a view in torch and NumPy):
+    # gathering columns of a [heads, n] table instead is twice as slow on CPU
+    out = xp.take(rows, xp.reshape(index, (-1,)), axis=0)
+    return xp.permute_dims(xp.reshape(out, (q_len, k_len, heads)), (2, 0, 1))
 
 
 def _device_kw(device: Any) -> dict[str, Any]:
