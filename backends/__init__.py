@@ -21,6 +21,8 @@ __all__ = ["BUILTIN", "Backend", "get_backend", "installed_backends", "registere
 BUILTIN = ("numpy", "strict", "torch", "jax", "tensorflow")
 # The same frameworks checked through their layer APIs (nn.Module, pytree functions, Keras).
 LAYER_BACKENDS = {"torch-layers": "torch", "jax-layers": "jax", "keras-layers": "tensorflow"}
+# Backends that override encodings with fused kernels (module names)
+KERNEL_BACKENDS = {"torch-triton": "torch_triton"}
 
 
 def registered_backends() -> dict[str, str]:
@@ -28,6 +30,8 @@ def registered_backends() -> dict[str, str]:
     found = {name: f"posenc.backends.{name}:BACKEND" for name in BUILTIN}
     found.update({name: f"posenc.backends.{module}:LAYER_BACKEND"
                   for name, module in LAYER_BACKENDS.items()})
+    found.update({name: f"posenc.backends.{module}:BACKEND"
+                  for name, module in KERNEL_BACKENDS.items()})
     for ep in entry_points(group="posenc.backends"):
         found.setdefault(ep.name, ep.value)
     return found

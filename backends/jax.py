@@ -2,7 +2,9 @@
 
 posenc never enables JAX's 64-bit mode for you: without it, float64 requests give float32
 as JAX always does. The conformance harness enables it inside its own run only (scoped with
-``jax.enable_x64``), so float64 goldens can be checked.
+``jax.enable_x64``), so float64 goldens can be checked. Likewise on GPUs, where JAX's default
+float32 matmul is TF32, the harness pins ``jax.default_matmul_precision("highest")`` for its
+own run; your own calls keep whatever precision you set.
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _session() -> Iterator[None]:
     import jax
 
-    with jax.enable_x64(True):
+    # On GPUs JAX multiplies float32 matrices in TF32 by default (10-bit mantissas: ~1e-3
+    # errors in attention scores and matrix powers); the harness checks the float32 result,
+    # so it asks for full precision, for its own run only, as it does with 64-bit mode.
+    with jax.enable_x64(True), jax.default_matmul_precision("highest"):
         yield
 
 

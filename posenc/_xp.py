@@ -200,7 +200,10 @@ def check_position_range(
     """Eager-mode range check (skipped when traced): within [low, high) and exact in ``compute``."""
     if is_traced(positions) or math.prod(tuple(positions.shape)) == 0:
         return
-    lo, hi = int(xp.min(positions)), int(xp.max(positions))
+    extrema = xp.stack([xp.min(positions), xp.max(positions)])
+    # one device-to-host transfer (a GPU array would sync twice with two int() calls)
+    lo, hi = (int(v) for v in (extrema.tolist() if library_of(positions) == "torch"
+                               else (extrema[0], extrema[1])))
     if low is not None and lo < low:
         raise_out_of_range(name, lo, low, high)
     if high is not None and hi >= high:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SUITES = ("rope", "absolute", "bias")
+SUITES = ("rope", "absolute", "bias", "gpu")  # gpu: --device cuda only (posenc/bench_gpu.py)
 RUNNERS = ("main", "tf", "keras-jax")
 _KERAS_BACKEND = {"tf": "tensorflow", "keras-jax": "jax"}
 BASE = 500000.0  # Llama-3 rope_theta
@@ -65,8 +65,9 @@ QUICK = Sizes(seqs=(64,), q_heads=4, kv_heads=2, head_dim=32, offsets=(4096, 104
 class Timing:
     """What a row's builder returns: the call to time and how to time it."""
     fn: Callable[[], Any]
-    kind: str  # "torch" | "jax" | "tf" | "once"
+    kind: str  # "torch" | "jax" | "tf" | "once" | "cuda"
     note: str = ""
+    bytes: int = 0  # bytes the operation must read and write (0: no bandwidth column)
 
 
 @dataclass
@@ -98,6 +99,8 @@ class Row:
     ratio: float | None = None
     detail: str = ""
     note: str = ""
+    bandwidth_gbs: float | None = None  # bytes read and written / time, where counted
+    of_copy: float | None = None  # fraction of the case's device-copy bandwidth
 
 
 @dataclass
@@ -159,6 +162,10 @@ def _measure(timing: Timing, ctx: Ctx) -> float:
         return _time_loop(timing.fn, _jax_sync, ctx)
     if timing.kind == "tf":
         return _time_loop(timing.fn, _tf_sync, ctx)
+    if timing.kind == "cuda":
+        from .bench_gpu import time_cuda
+
+        return time_cuda(timing.fn)
     if timing.kind == "once":  # a slow one-off (a model's init): one timed call
         t0 = time.perf_counter()
         timing.fn()
@@ -172,6 +179,8 @@ def _run_spec(spec: Spec, case: Case, ctx: Ctx) -> Row:
         timing = spec.build(ctx)
         row.note = timing.note
         row.median_s = _measure(timing, ctx)
+        if timing.bytes:
+            row.bandwidth_gbs = timing.bytes / row.median_s / 1e9
     except Missing as exc:
         row.status, row.detail = "not installed", str(exc)
     except ImportError as exc:
@@ -635,6 +644,10 @@ def plan(sizes: Sizes, suites: Sequence[str]) -> list[Case]:
         n, d = s.sin_shape
         cases.append(Case(f"sinusoidal-{n}x{d}", "absolute", f"sinusoidal table [{n}, {d}] float32",
                           _sinusoidal_specs(n, d)))
+    if "gpu" in suites:
+        from . import bench_gpu
+
+        cases += bench_gpu.plan(quick=s is QUICK)
     if "bias" in suites:
         length, buckets, heads = s.t5
         cases.append(Case(f"t5-{length}", "bias", f"T5 bias q = k = {length}, {buckets} buckets, "
@@ -744,6 +757,11 @@ def _fill_ratios(cases: list[Case], rows: dict[str, Row]) -> None:
             ref = rows.get(row.vs)
             if row.median_s and ref is not None and ref.median_s:
                 row.ratio = row.median_s / ref.median_s
+        copy = rows.get(f"{first.rsplit('/', 1)[0]}/copy")
+        for spec in case.specs:
+            row = rows[spec.id]
+            if copy is not None and copy.bandwidth_gbs and row.bandwidth_gbs:
+                row.of_copy = row.bandwidth_gbs / copy.bandwidth_gbs
 
 
 def _fmt_time(seconds: float) -> str:
@@ -770,6 +788,9 @@ def table(cases: list[Case], rows: dict[str, Row]) -> str:
                 ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
                 ratio += f" vs {row.vs.rsplit('/', 1)[-1]}"
             note = f"  [{row.note}]" if row.note else ""
+            if row.bandwidth_gbs:
+                note = f"  {row.bandwidth_gbs:6.0f} GB/s" + (
+                    f" = {row.of_copy:4.2f} of copy" if row.of_copy else "") + note
             lines.append(f"  {row.label:{width}s}  {_fmt_time(row.median_s):>10s}  {ratio}{note}")
     return "\n".join(lines)
 
@@ -794,12 +815,35 @@ def targets(sizes: Sizes, rows: dict[str, Row]) -> list[dict[str, Any]]:
     return out
 
 
+def gpu_targets(rows: dict[str, Row]) -> list[dict[str, Any]]:
+    """The GPU issue's goals: the kernel at >= 85% of copy bandwidth from 16K tokens, and no
+    slower than the best installed peer kernel at each shape."""
+    out = []
+    for key in {r.id.rsplit("/", 1)[0] for r in rows.values() if r.id.startswith("gpu/")}:
+        ours = rows.get(f"{key}/posenc-triton-kernel")
+        if ours is None or not ours.median_s:
+            continue
+        batch, seq = (int(n) for n in key.split("/")[1].split("x"))
+        if batch * seq >= 16384 and ours.of_copy is not None:
+            out.append({"id": ours.id, "what": "kernel >= 0.85 of copy bandwidth (>= 16K tokens)",
+                        "target": 0.85, "value": ours.of_copy, "met": ours.of_copy >= 0.85})
+        peers = [r for name in ("liger", "flash-attn", "transformers-compiled")
+                 if (r := rows.get(f"{key}/{name}")) is not None and r.median_s]
+        if peers:
+            best = min(peers, key=lambda r: r.median_s)
+            value = ours.median_s / best.median_s
+            out.append({"id": ours.id, "what": f"<= 1.0x the best peer ({best.id.rsplit('/')[-1]})",
+                        "target": 1.0, "value": value, "met": value <= 1.0})
+    return sorted(out, key=lambda t: (t["id"], t["what"]))
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for name in ("posenc", "torch", "transformers", "rotary-embedding-torch", "jax", "jaxlib",
-                 "tensorflow", "keras", "keras-hub", "numpy"):
+    for name in ("posenc", "torch", "triton", "transformers", "rotary-embedding-torch",
+                 "liger-kernel", "flash-attn", "jax", "jaxlib", "tensorflow", "keras", "keras-hub",
+                 "numpy"):
         with contextlib.suppress(PackageNotFoundError):
             out[name] = version(name)
     return out
@@ -807,7 +851,7 @@ def _versions() -> dict[str, str]:
 
 def run(args: argparse.Namespace, echo: Callable[[str], None] | None = print) -> dict[str, Any]:
     sizes = QUICK if args.quick else FULL
-    suites = SUITES if "all" in args.suite else tuple(args.suite)
+    suites = _suites(args)
     cases = plan(sizes, suites)
     ctx = Ctx(sizes, args.threads, args.device)
     say = echo or (lambda _: None)
@@ -842,11 +886,13 @@ def run(args: argparse.Namespace, echo: Callable[[str], None] | None = print) ->
               "cases": [{"key": c.key, "suite": c.suite, "title": c.title,
                          "rows": [s.id for s in c.specs]} for c in cases],
               "rows": [dataclasses.asdict(rows[s.id]) for c in cases for s in c.specs],
-              "targets": targets(sizes, rows)}
+              "targets": targets(sizes, rows), "gpu_targets": gpu_targets(rows)}
     if echo:
         echo(table(cases, rows))
         lines = [f"  {t['what']:45s} {t['id']:34s} "
                  + ("-" if t["ratio"] is None else f"{t['ratio']:.2f}x") for t in report["targets"]]
+        lines += [f"  {t['what']:45s} {t['id']:34s} {t['value']:.2f}"
+                  for t in report["gpu_targets"]]
         if lines:
             echo("\nissue targets (indicative; benchmarks are never tests):\n" + "\n".join(lines))
         tf_threads = args.threads or "default"
@@ -860,8 +906,9 @@ def run(args: argparse.Namespace, echo: Callable[[str], None] | None = print) ->
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", action="append", choices=[*SUITES, "all"], default=None,
-                        help="rope (rotary + decode), absolute (sinusoidal), bias (T5, ALiBi) or "
-                             "all (default; repeatable)")
+                        help="rope (rotary + decode), absolute (sinusoidal), bias (T5, ALiBi), gpu "
+                             "(rotary kernels on CUDA: needs --device cuda) or all (default; "
+                             "gpu included with --device cuda; repeatable)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes and short runs: a smoke test, not a measurement")
     parser.add_argument("--threads", type=int, metavar="N",
@@ -870,6 +917,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where the PyTorch rows run (cpu, the default; JAX and TF use their "
                              "default device)")
+
+
+def _suites(args: argparse.Namespace) -> tuple[str, ...]:
+    if "all" not in args.suite:
+        return tuple(args.suite)
+    return tuple(s for s in SUITES if s != "gpu" or args.device == "cuda")
 
 
 def _normalise(args: argparse.Namespace) -> argparse.Namespace:
@@ -885,8 +938,7 @@ def main_args(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     sizes = QUICK if args.quick else FULL
-    suites = SUITES if "all" in args.suite else tuple(args.suite)
-    cases = plan(sizes, suites)
+    cases = plan(sizes, _suites(args))
     if args.worker == "keras-jax":
         sys.modules.setdefault("tensorflow", None)  # see _import_keras_hub
     rows = run_rows(cases, Ctx(sizes, args.threads, args.device), args.worker)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,21 @@ def _resolve(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] 
     return schedule(dim, base=base, scaling=scaling, seq_len=seq_len)
 
 
+def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any,
+            scaling: Mapping[str, Any] | None, seq_len: Any) -> tuple[Any, Any, Any, Schedule]:
+    """:func:`rope`'s arguments checked: ``(xp, device, positions, schedule)``, positions an
+    array on the device of ``x`` (or None), exact and in range. Fused kernels share it."""
+    xp = _xp.namespace(x=x, positions=positions)
+    _params.choice("layout", layout, _rotary.LAYOUTS)
+    device, positions = _rotary.array_inputs(xp, x, positions)
+    seq, dim = _rotary.check_shapes(x, positions)
+    sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
+    if positions is not None:
+        _xp.check_positions_dtype(xp, positions)
+        _xp.check_position_range(xp, positions, compute=_xp.compute_dtype(xp, x.dtype))
+    return xp, device, positions, sched
+
+
 def rope(
     x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",
     rotary_dim: int | None = None, scaling: Mapping[str, Any] | None = None,
@@ -58,19 +74,13 @@ def rope(
     Phases come from exact positions: float32 cos/sin are within ~5e-7 of the float64 truth
     at every position up to 2^24; the rotation runs in float32 (float64 for float64 ``x``).
     """
-    xp = _xp.namespace(x=x, positions=positions)
-    _params.choice("layout", layout, _rotary.LAYOUTS)
-    device, positions = _rotary.array_inputs(xp, x, positions)
-    seq, dim = _rotary.check_shapes(x, positions)
-    sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
-    rd = sched.rotary_dim
+    xp, device, positions, sched = prepare(x, positions, base=base, layout=layout,
+                                           rotary_dim=rotary_dim, scaling=scaling,
+                                           seq_len=seq_len)
+    rd, seq = sched.rotary_dim, operator.index(x.shape[-2])
     compute = _xp.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
-    else:
-        _xp.check_positions_dtype(xp, positions)
-        _xp.check_position_range(xp, positions, compute=compute)
-
     p = xp.astype(positions, compute)[..., None]
     angles = _rotary.scheduled_phases(xp, p, sched, compute=compute, device=device)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]

@@ -11,6 +11,7 @@ phases (``_rotary.phases``). Semantics follow
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -345,6 +346,9 @@ def rope_frequencies(dim: int, *, base: float = 10000.0,
     The frequencies are computed on the host in float64 and returned as ``dtype`` (float32 by
     default), an array of the library that defines ``dtype`` (NumPy when None), on ``device``.
     """
+    if not isinstance(dim, bool) and hasattr(dim, "__index__"):
+        # pins a symbolic int under torch.compile: the host arithmetic below needs its value
+        dim = operator.index(dim)
     resolved = schedule(dim, base=base, scaling=scaling, seq_len=seq_len)
     xp = _xp.namespace_of_dtype(dtype)
     out = _xp.output_dtype(xp, dtype)

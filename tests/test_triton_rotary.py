@@ -1,0 +1,183 @@
+"""The fused Triton rotary kernel (posenc.backends.torch_triton).
+
+Without a GPU the kernel runs in Triton's interpreter (``TRITON_INTERPRET=1``, which must be set
+before triton is imported, hence the subprocesses). The conformance harness holds it to rope's
+goldens and properties, and broken variants of it must fail the same harness. On a CUDA
+machine the same checks run on the GPU, compiled too.
+
+Triton is not in the ``test`` extra: on a CPU machine, a process that has imported TensorFlow
+or jaxlib aborts when torch.compile then imports triton's native library (seen with triton
+3.9, torch 2.13, TensorFlow 2.21). CI installs it into a folder of its own instead and names
+it in ``POSENC_TRITON_PATH``; only these subprocesses see it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TRITON_PATH = os.environ.get("POSENC_TRITON_PATH", "")
+needs_triton = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None
+    or (importlib.util.find_spec("triton") is None and not TRITON_PATH),
+    reason="needs torch and triton (pip install 'posenc[triton]', or POSENC_TRITON_PATH)")
+
+
+def _interpreted(script: str, tmp_path: Path, timeout: float = 300) -> dict:
+    out = tmp_path / "result.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "POSENC_OUT": str(out)}
+    if TRITON_PATH:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [TRITON_PATH, env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@needs_triton
+def test_conformance_in_the_interpreter(tmp_path: Path) -> None:
+    """Every rope golden and property, float32 and the 16-bit dtypes, through the kernel."""
+    result = _interpreted("""
+        import json, os
+        from posenc.conformance import Options, run
+        from posenc.backends import torch_triton
+        assert torch_triton.interpreting()
+        results = run(Options(backends=["torch-triton"], encodings=["rope"], modes=["eager"],
+                              dtypes=["float32", "bfloat16", "float16"], max_examples=3,
+                              gradients=False))
+        json.dump({"statuses": [r.status for r in results],
+                   "failed": [r.check.id + ": " + r.message for r in results if r.failed]},
+                  open(os.environ["POSENC_OUT"], "w"))
+        """, tmp_path)
+    assert not result["failed"], "\n".join(result["failed"][:5])
+    assert result["statuses"].count("pass") >= 100  # cases and properties, three dtypes
+
+
+@needs_triton
+def test_broken_kernels_fail_the_harness(tmp_path: Path) -> None:
+    """The kernel launched with the wrong sign, the wrong layout or positions off by one must
+    fail rope's goldens: the harness sees through the kernel path."""
+    result = _interpreted("""
+        import dataclasses, json, os
+        import torch
+        from posenc.backends import torch_triton
+        from posenc.conformance import Options, run
+
+        def mutant(change):
+            def rope(x, positions=None, **kw):
+                op = torch_triton.prepared(x, positions, **kw)
+                positions_, pos_mode, limbs, switch, rd, interleaved, factor = op.args
+                args = dict(positions=positions_, pos_mode=pos_mode, limbs=limbs, switch=switch,
+                            rotary_dim=rd, interleaved=interleaved, factor=factor, inverse=False)
+                change(args)
+                if args["positions"] is None and args["pos_mode"] == 1:
+                    args["positions"] = torch.arange(x.shape[-2])[None] + 1
+                rotary, _ = torch_triton._ops()
+                return rotary(x.contiguous(), None, *args.values())[0]
+            return dataclasses.replace(torch_triton.BACKEND, name="mutant",
+                                       overrides={"rope": rope})
+
+        def off_by_one(a):
+            if a["positions"] is not None:
+                a["positions"] = a["positions"] + 1
+            else:
+                a["pos_mode"] = 1
+
+        mutants = {
+            "sign": lambda a: a.update(inverse=True),
+            "layout": lambda a: a.update(interleaved=not a["interleaved"]),
+            "off_by_one": off_by_one,
+        }
+        caught = {}
+        for name, change in mutants.items():
+            results = run(Options(backends=[mutant(change)], encodings=["rope"], modes=["eager"],
+                                  dtypes=["float32"], properties=False, gradients=False))
+            caught[name] = sum(r.failed for r in results)
+        json.dump(caught, open(os.environ["POSENC_OUT"], "w"))
+        """, tmp_path)
+    assert all(n > 0 for n in result.values()), result
+
+
+@needs_triton
+def test_kernel_matches_the_array_api_path(tmp_path: Path) -> None:
+    """q and k in one launch (k with fewer heads), in place, strided inputs, partial rotary,
+    batched and float positions, LongRoPE's run-time switch, and the backward pass, against
+    posenc.rope on the same float32 inputs."""
+    result = _interpreted("""
+        import json, os
+        import torch
+        from posenc.backends import torch_triton as tt
+        from posenc.encodings.rope import rope
+        torch.manual_seed(0)
+        err = {}
+        def close(name, got, want):
+            err[name] = float((got.double() - want.double()).abs().max())
+
+        q, k = torch.randn(2, 8, 5, 64), torch.randn(2, 2, 5, 64)
+        pos = torch.tensor([[0, 0, 1, 2, 3], [7, 8, 9, 10, 11]])
+        got_q, got_k = tt.rope(q, pos, k=k, rotary_dim=48)
+        close("q", got_q, rope(q, pos, rotary_dim=48))
+        close("k", got_k, rope(k, pos, rotary_dim=48))
+        q2, k2 = q.clone(), k.clone()
+        tt.rope(q2, pos, k=k2, rotary_dim=48, inplace=True)
+        close("inplace_q", q2, got_q)
+        close("inplace_k", k2, got_k)
+        strided = torch.randn(2, 5, 8, 64).transpose(1, 2)
+        close("strided", tt.rope(strided, layout="interleaved"),
+              rope(strided, layout="interleaved"))
+        fpos = torch.arange(5, dtype=torch.float64) * 0.75 + 3.25
+        close("float_positions", tt.rope(q, fpos), rope(q, fpos))
+        longrope = {"rope_type": "longrope", "short_factor": [1.0] * 32,
+                    "long_factor": [1.0 + i / 8 for i in range(32)],
+                    "original_max_position_embeddings": 4096, "max_position_embeddings": 65536}
+        for start in (4090, 4092):  # max + 1 below / above the switch
+            p = torch.arange(start, start + 5)
+            close(f"longrope_{start}", tt.rope(q, p, scaling=longrope), rope(q, p, scaling=longrope))
+        x = torch.randn(2, 3, 5, 64, requires_grad=True)
+        g = torch.randn(2, 3, 5, 64)
+        (tt.rope(x, pos, rotary_dim=32) * g).sum().backward()
+        ref = x.detach().clone().requires_grad_(True)
+        (rope(ref, pos, rotary_dim=32) * g).sum().backward()
+        close("grad", x.grad, ref.grad)
+        json.dump(err, open(os.environ["POSENC_OUT"], "w"))
+        """, tmp_path)
+    assert set(result) >= {"q", "k", "inplace_q", "strided", "float_positions", "grad"}
+    bad = {name: e for name, e in result.items() if not e <= 2e-6}
+    assert not bad, bad
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_inplace_refuses_strides_the_kernel_cannot_address() -> None:
+    torch = pytest.importorskip("torch")
+    from posenc.backends import torch_triton
+    from posenc.errors import ParameterError
+
+    x = torch.randn(2, 3, 4, 5, 16)[..., ::2]  # last axis not contiguous
+    if x.device.type != "cuda" and not torch_triton.interpreting():
+        # on CPU without the interpreter rope() takes the array-API path, which has no such limit
+        assert torch_triton.prepared(x) is None
+        return
+    with pytest.raises(ParameterError, match="strides"):
+        torch_triton.rope(x, inplace=True)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
+def test_gpu_conformance_compiled() -> None:
+    """On a CUDA machine: rope's goldens through the kernel under torch.compile."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from posenc.conformance import Options, run
+
+    results = run(Options(backends=["torch-triton"], encodings=["rope"], device="cuda",
+                          modes=["eager", "compiled"], dtypes=["float32", "bfloat16"],
+                          max_examples=3, compiled_cases=4))
+    failed = [f"{r.check.id}: {r.message}" for r in results if r.failed]
+    assert not failed, "\n".join(failed[:5])
