@@ -1,4 +1,4 @@
-"""The ``posenc`` command: list, golden regen/check, conformance, bench."""
+"""The ``posenc`` command: list, golden regen/check, conformance, bench, plot."""
 
 from __future__ import annotations
 
@@ -116,6 +116,15 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from . import plot
+
+    params = plot.parse_params(args.param or [])
+    path = plot.plot(args.id, args.output or f"{args.id}.png", params, dpi=args.dpi)
+    print(f"wrote {path}")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from . import bench
@@ -168,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
+
+    p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
+    p.add_argument("id", help="the encoding (see `posenc list`)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="an encoding parameter, written as in a spec (repeatable), e.g. "
+                        "base=500000 or 'scaling={rope_type: llama3, factor: 8.0}'")
+    p.add_argument("-o", "--output", metavar="FILE.png", help="default: ID.png")
+    p.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
+    p.set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")
