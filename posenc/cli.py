@@ -1,4 +1,4 @@
-"""The ``posenc`` command: list, golden regen/check, conformance, bench, plot."""
+"""The ``posenc`` command: list, golden regen/check, conformance, bench, plot, docs."""
 
 from __future__ import annotations
 
@@ -125,6 +125,24 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from . import docs
+
+    out = Path(args.out)
+    if args.check:
+        problems = docs.check(out)
+        for problem in problems:
+            print(problem)
+        if problems:
+            print(f"docs check: {len(problems)} problem(s); run `posenc docs`", file=sys.stderr)
+            return 1
+        print(f"docs check: {out / docs.MARKDOWN} and its plots are up to date")
+        return 0
+    written = docs.write(out, images=not args.no_images, dpi=args.dpi)
+    print(f"wrote {written[0]}" + (f" and {len(written) - 1} plots" if len(written) > 1 else ""))
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from . import bench
@@ -186,6 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE.png", help="default: ID.png")
     p.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
     p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("docs", help="generate docs/encodings.md and its plots from spec/")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; fail when the markdown is stale or a plot is missing")
+    p.add_argument("--no-images", action="store_true", help="write only the markdown")
+    p.add_argument("--dpi", type=int, default=72, help="plot resolution (default 72)")
+    p.set_defaults(func=_cmd_docs)
 
     p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")
