@@ -1,4 +1,5 @@
-"""The ``posenc`` command: list, golden regen/check, conformance, bench, plot, docs."""
+"""The ``posenc`` command: list, golden regen/check, conformance, report merge, bench, plot,
+docs."""
 
 from __future__ import annotations
 
@@ -105,6 +106,9 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
                                                   if k != "func"})
     if args.junit:
         report.to_junit(results, Path(args.junit))
+    if args.html:
+        report.to_html(results, Path(args.html), {k: v for k, v in vars(args).items()
+                                                  if k != "func"})
     failed = sorted({r.check.encoding for r in results if r.failed})
     if failed:
         print(f"\nfailing encodings: {', '.join(failed)}")
@@ -114,6 +118,29 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 1 if failed else 0
+
+
+def _cmd_report_merge(args: argparse.Namespace) -> int:
+    from posenc.conformance import html_report, merge
+
+    if not args.output and not args.html:
+        raise PosencError("report merge: give -o MERGED.json, --html PAGE.html or both")
+    merged = merge.merge(merge.load(Path(path)) for path in args.reports)
+    if args.output:
+        merge.write(merged, Path(args.output))
+    if args.html:
+        html_report.write(merged, Path(args.html))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(merged["summary"].items()))
+    print(f"merged {len(args.reports)} report(s), {len(merged['sources'])} run(s): "
+          f"{len(merged['results'])} checks ({counts}); {len(merged['conflicts'])} conflict(s)")
+    shown = 20
+    for check_id in merged["conflicts"][:shown]:
+        statuses = ", ".join(f"{merged['sources'][e['source']]['name']}: {e['status']}"
+                             for e in merged["results"][check_id])
+        print(f"conflict {check_id} ({statuses})")
+    if len(merged["conflicts"]) > shown:
+        print(f"... and {len(merged['conflicts']) - shown} more conflicts (see the report)")
+    return 0
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -192,9 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "encoding (every property still runs; the count is reported)")
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report page")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
+
+    reports = sub.add_parser("report", help="combine conformance reports")
+    rsub = reports.add_subparsers(dest="report_command", required=True)
+    p = rsub.add_parser("merge", help="merge JSON reports of several runs (e.g. a CPU and a GPU "
+                                      "machine) into one matrix; conflicting results are shown")
+    p.add_argument("reports", nargs="+", metavar="REPORT.json",
+                   help="reports of `posenc conformance --json` or of an earlier merge")
+    p.add_argument("-o", "--output", metavar="MERGED.json", help="write the merged JSON report")
+    p.add_argument("--html", metavar="PAGE.html", help="write the merged report as an HTML page")
+    p.set_defaults(func=_cmd_report_merge)
 
     p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
     p.add_argument("id", help="the encoding (see `posenc list`)")
