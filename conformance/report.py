@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import sys
@@ -108,12 +109,41 @@ def environment() -> dict[str, Any]:
         except PackageNotFoundError:
             continue
     return {"python": platform.python_version(), "platform": platform.platform(),
-            "machine": platform.machine(), "versions": versions}
+            "machine": platform.machine(), "cpu": cpu_name(), "accelerators": accelerators(),
+            "versions": versions}
 
 
-def to_json(results: list[Result], path: Path, options: dict[str, Any] | None = None) -> None:
-    data = {
-        "environment": environment(),
+def cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or platform.machine()
+
+
+def accelerators() -> list[str]:
+    """The accelerators seen by the frameworks this process has already imported (a report
+    must not import a framework, or initialise one, just to describe the machine)."""
+    found: list[str] = []
+    torch = sys.modules.get("torch")
+    # a broken driver must not lose the report: the probe is informative only
+    with contextlib.suppress(Exception):
+        if torch is not None and torch.cuda.is_available():
+            found += [f"torch cuda:{i} {torch.cuda.get_device_name(i)}"
+                      for i in range(torch.cuda.device_count())]
+    jax = sys.modules.get("jax")
+    with contextlib.suppress(Exception):
+        if jax is not None:
+            found += [f"jax {d.platform}:{d.id} {getattr(d, 'device_kind', '')}".strip()
+                      for d in jax.devices() if d.platform != "cpu"]
+    return found
+
+
+def document(results: list[Result], options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run's report as JSON-ready data: environment, options, summary and every result."""
+    return {
+        "environment": {**environment(),
+                        "devices": sorted({r.check.device for r in results})},
         "options": options or {},
         "summary": dict(summary(results)),
         "results": [
@@ -124,7 +154,18 @@ def to_json(results: list[Result], path: Path, options: dict[str, Any] | None = 
             for r in results
         ],
     }
+
+
+def to_json(results: list[Result], path: Path, options: dict[str, Any] | None = None) -> None:
+    data = document(results, options)
     Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def to_html(results: list[Result], path: Path, options: dict[str, Any] | None = None) -> None:
+    """A self-contained HTML page of this run (see :mod:`.html_report`)."""
+    from . import html_report, merge
+
+    html_report.write(merge.single(document(results, options), "this run"), Path(path))
 
 
 def to_junit(results: list[Result], path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The ``posenc`` command: list, golden regen/check, conformance, bench."""
+"""The ``posenc`` command: list, golden regen/check, conformance, report merge, bench, plot,
+docs."""
 
 from __future__ import annotations
 
@@ -105,6 +106,9 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
                                                   if k != "func"})
     if args.junit:
         report.to_junit(results, Path(args.junit))
+    if args.html:
+        report.to_html(results, Path(args.html), {k: v for k, v in vars(args).items()
+                                                  if k != "func"})
     failed = sorted({r.check.encoding for r in results if r.failed})
     if failed:
         print(f"\nfailing encodings: {', '.join(failed)}")
@@ -114,6 +118,56 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 1 if failed else 0
+
+
+def _cmd_report_merge(args: argparse.Namespace) -> int:
+    from posenc.conformance import html_report, merge
+
+    if not args.output and not args.html:
+        raise PosencError("report merge: give -o MERGED.json, --html PAGE.html or both")
+    merged = merge.merge(merge.load(Path(path)) for path in args.reports)
+    if args.output:
+        merge.write(merged, Path(args.output))
+    if args.html:
+        html_report.write(merged, Path(args.html))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(merged["summary"].items()))
+    print(f"merged {len(args.reports)} report(s), {len(merged['sources'])} run(s): "
+          f"{len(merged['results'])} checks ({counts}); {len(merged['conflicts'])} conflict(s)")
+    shown = 20
+    for check_id in merged["conflicts"][:shown]:
+        statuses = ", ".join(f"{merged['sources'][e['source']]['name']}: {e['status']}"
+                             for e in merged["results"][check_id])
+        print(f"conflict {check_id} ({statuses})")
+    if len(merged["conflicts"]) > shown:
+        print(f"... and {len(merged['conflicts']) - shown} more conflicts (see the report)")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from . import plot
+
+    params = plot.parse_params(args.param or [])
+    path = plot.plot(args.id, args.output or f"{args.id}.png", params, dpi=args.dpi)
+    print(f"wrote {path}")
+    return 0
+
+
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from . import docs
+
+    out = Path(args.out)
+    if args.check:
+        problems = docs.check(out)
+        for problem in problems:
+            print(problem)
+        if problems:
+            print(f"docs check: {len(problems)} problem(s); run `posenc docs`", file=sys.stderr)
+            return 1
+        print(f"docs check: {out / docs.MARKDOWN} and its plots are up to date")
+        return 0
+    written = docs.write(out, images=not args.no_images, dpi=args.dpi)
+    print(f"wrote {written[0]}" + (f" and {len(written) - 1} plots" if len(written) > 1 else ""))
+    return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -165,9 +219,37 @@ def build_parser() -> argparse.ArgumentParser:
                         "encoding (every property still runs; the count is reported)")
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report page")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
+
+    reports = sub.add_parser("report", help="combine conformance reports")
+    rsub = reports.add_subparsers(dest="report_command", required=True)
+    p = rsub.add_parser("merge", help="merge JSON reports of several runs (e.g. a CPU and a GPU "
+                                      "machine) into one matrix; conflicting results are shown")
+    p.add_argument("reports", nargs="+", metavar="REPORT.json",
+                   help="reports of `posenc conformance --json` or of an earlier merge")
+    p.add_argument("-o", "--output", metavar="MERGED.json", help="write the merged JSON report")
+    p.add_argument("--html", metavar="PAGE.html", help="write the merged report as an HTML page")
+    p.set_defaults(func=_cmd_report_merge)
+
+    p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
+    p.add_argument("id", help="the encoding (see `posenc list`)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="an encoding parameter, written as in a spec (repeatable), e.g. "
+                        "base=500000 or 'scaling={rope_type: llama3, factor: 8.0}'")
+    p.add_argument("-o", "--output", metavar="FILE.png", help="default: ID.png")
+    p.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
+    p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("docs", help="generate docs/encodings.md and its plots from spec/")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; fail when the markdown is stale or a plot is missing")
+    p.add_argument("--no-images", action="store_true", help="write only the markdown")
+    p.add_argument("--dpi", type=int, default=72, help="plot resolution (default 72)")
+    p.set_defaults(func=_cmd_docs)
 
     p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")

@@ -41,3 +41,13 @@ class MissingFrameworkError(BackendError, ImportError):
         )
         self.framework = framework
         self.extra = extra
+
+
+class MissingExtraError(PosencError, ImportError):
+    """A feature needs an optional package that is not installed."""
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        super().__init__(f"{feature} needs {package}, which is not installed: "
+                         f"pip install 'posenc[{extra}]'")
+        self.package = package
+        self.extra = extra
