@@ -101,8 +101,11 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
     r = int(head.shape[-1])
     if layout == "half":
         a, b = head[..., : r // 2], head[..., r // 2 :]
-        if _xp.library_of(head) == "torch":  # eager and Inductor: two half-width products
-            return xp.concat([a * cos - b * sin, b * cos + a * sin], axis=-1)
+        if _xp.library_of(head) == "torch":  # eager and Inductor: half-width products
+            torch = sys.modules["torch"]
+            # addcmul fuses a product and the sum: two passes per half instead of three
+            return torch.cat([torch.addcmul(a * cos, b, sin, value=-1),
+                              torch.addcmul(b * cos, a, sin)], dim=-1)
         # XLA fuses cos and sin into every consumer and recomputes them per element there; full-width
         # products read each table once (1.7-2.8x faster under jax.jit / tf.function on CPU).
         # Same roundings: a*cos + (-b)*sin is a*cos - b*sin.
