@@ -158,22 +158,19 @@ def rope(
     and ``(q, k)`` is returned; ``inplace=True`` overwrites them (see the module docstring)."""
     import torch
 
-    _, device, positions, sched = prepare(x, positions, base=base, layout=layout,
-                                          rotary_dim=rotary_dim, scaling=scaling,
-                                          seq_len=seq_len)
-    if k is not None:
-        _check_pair(x, k)
-    if x.dtype == torch.float64 or (device.type != "cuda" and not interpreting()):
-        xs = (x,) if k is None else (x, k)
-        results = [reference_rope(t, positions, base=base, layout=layout, rotary_dim=rotary_dim,
-                                  scaling=scaling, seq_len=seq_len) for t in xs]
-        if inplace:
-            with torch.no_grad():
-                for t, r in zip(xs, results, strict=True):
-                    t.copy_(r)
-            return x if k is None else (x, k)
-        return results[0] if k is None else tuple(results)
-    return _Launch(x, positions, sched, layout)(x, k, inplace=inplace)
+    op = prepared(x, positions, k=k, base=base, layout=layout, rotary_dim=rotary_dim,
+                  scaling=scaling, seq_len=seq_len)
+    if op is not None:
+        return op(x, k, inplace=inplace)
+    xs = (x,) if k is None else (x, k)  # float64, or CPU without the interpreter
+    results = [reference_rope(t, positions, base=base, layout=layout, rotary_dim=rotary_dim,
+                              scaling=scaling, seq_len=seq_len) for t in xs]
+    if inplace:
+        with torch.no_grad():
+            for t, r in zip(xs, results, strict=True):
+                t.copy_(r)
+        return x if k is None else (x, k)
+    return results[0] if k is None else tuple(results)
 
 
 def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 10000.0,
