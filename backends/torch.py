@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -87,5 +88,12 @@ BACKEND = Backend(
     device_object=_torch_device, compile=_compile, session=_session, vjp=_vjp,
     requires="torch", extra="torch")
 
-__getattr__, __dir__ = bind_module(BACKEND, layers="posenc.backends.torch_layers",
-                                   layer_backend="torch-layers")
+
+def _flex(name: str) -> Callable[[], Any]:  # FlexAttention score_mods: pe.t5_score_mod(...)
+    return lambda: getattr(importlib.import_module("posenc.backends.torch_flex"), name)
+
+
+__getattr__, __dir__ = bind_module(
+    BACKEND, layers="posenc.backends.torch_layers", layer_backend="torch-layers",
+    extras={n: _flex(n) for n in ("alibi_score_mod", "t5_score_mod", "kerple_score_mod",
+                                  "causal_mask_mod")})

@@ -25,6 +25,18 @@ def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     return value
 
 
+def query_lengths(q_len: Any, k_len: Any) -> tuple[int, int]:
+    """``(q_len, k_len)`` for queries aligned to the end of the keys (a KV cache): the queries are
+    the last ``q_len`` of the ``k_len`` positions, so ``q_len <= k_len``."""
+    q_len = integer("q_len", q_len, minimum=0)
+    k_len = integer("k_len", k_len, minimum=0)
+    if q_len > k_len:
+        raise ParameterError(
+            f"q_len={q_len} must be <= k_len={k_len}: queries are the last q_len of the k_len "
+            "positions")
+    return q_len, k_len
+
+
 def positive(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | _np_floating()):
         raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")

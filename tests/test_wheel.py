@@ -52,7 +52,9 @@ def test_wheel_ships_spec_and_goldens_and_works_elsewhere(tmp_path: Path) -> Non
         "assert 'numpy' in installed_backends()\n"
         "from posenc.conformance import Options, run\n"
         "r = run(Options(backends=['numpy'], modes=['eager'], dtypes=['float32'], max_examples=2))\n"
-        "assert r and all(x.status == 'pass' for x in r)\n"
+        "flex = [x for x in r if 'flex_score_mod' in x.check.name]  # torch-only properties\n"
+        "assert flex and all(x.status == 'unsupported' for x in flex)\n"
+        "assert r and all(x.status == 'pass' for x in r if x not in flex)\n"
         "print('ok')\n"
     )
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -141,3 +143,28 @@ def kv_cache_alignment(ctx: Context) -> None:
         part = ctx.run({}, num_heads=heads, q_len=q_len, k_len=k_len)
         expected = square if square.shape[1] == 1 else square[:, k_len - q_len:]
         ctx.assert_close(part, expected, f"q_len={q_len} vs the last rows of q_len=k_len={k_len}")
+
+
+@register("alibi_flex_score_mod")
+def flex_score_mod(ctx: Context) -> None:
+    """torch only: flex_attention with ``alibi_score_mod`` (the bias computed per score from
+    the slopes, queries end-aligned) equals attention with the backend's materialised
+    ``alibi_bias`` and the float64 reference, under the end-aligned causal mask for the causal
+    and key_only forms; the score_mod holds O(heads) numbers (see conformance/flex.py)."""
+    from ..flex import check_score_mod
+    from ..tolerances import EPS
+
+    cfg = {**ctx.spec.defaults(), **ctx.params}
+    form, max_bias = cfg["form"], cfg["max_bias"]
+    heads, q_len, k_len = 6, 10, 40  # 6 heads: slopes of 4 heads, then odd powers of 8's
+
+    def build(make: Callable[..., Any], arrays: dict[str, Any], device: Any) -> Any:
+        return make(heads, q_len, k_len, form=form, max_bias=max_bias, device=device)
+
+    # slopes rounded to float32 times exact distances, rounded once more
+    rounding = EPS["float64" if ctx.dtype == "float64" else "float32"]
+    check_score_mod(ctx, name="alibi_score_mod", build=build, inputs={},
+                    params={"num_heads": heads, "q_len": q_len, "k_len": k_len},
+                    heads=heads, q_len=q_len, k_len=k_len,
+                    query_offset=None if form == "symmetric" else k_len - q_len, scale=None,
+                    flex_bias_rtol=rounding)

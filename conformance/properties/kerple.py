@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -133,3 +136,27 @@ def invalid_parameters(ctx: Context) -> None:
         others = np.delete(out, head, axis=0)
         if np.isnan(others).any():
             raise CheckFailure(f"compiled: {name}[{head}]={value} made other heads NaN")
+
+
+@register("kerple_flex_score_mod")
+def flex_score_mod(ctx: Context) -> None:
+    """torch only: flex_attention with ``kerple_score_mod`` (the kernel of each distance
+    0 .. k_len − 1, indexed by |i − kv_idx|) equals attention with the backend's materialised
+    ``kerple`` and the float64 reference under the end-aligned causal mask; the score_mod
+    holds O(heads · k_len) numbers; in float64 the gradients of r1 and r2 through
+    flex_attention match finite differences (see conformance/flex.py)."""
+    from ..flex import check_score_mod
+
+    form = ctx.params.get("form", "log")
+    q_len, k_len = 10, 40
+    # r2 <= 1.75: the finite differences stay inside the power form's r2 <= 2
+    r1, r2 = _positive(ctx, 5, 3.5), _positive(ctx, 6, 1.75 if form == "power" else 3.5)
+
+    def build(make: Callable[..., Any], arrays: dict[str, Any], device: Any) -> Any:
+        return make(q_len, k_len, arrays["r1"], arrays["r2"], form=form)
+
+    # the kernel vector comes from kerple itself, rounded to the dtype under test
+    check_score_mod(ctx, name="kerple_score_mod", build=build, inputs={"r1": r1, "r2": r2},
+                    params={"q_len": q_len, "k_len": k_len}, heads=HEADS, q_len=q_len,
+                    k_len=k_len, query_offset=k_len - q_len, scale=None,
+                    flex_bias_rtol=ctx.tol.rtol + ctx.tol.atol)

@@ -4,6 +4,8 @@ structure of the bias (translation invariance, cache decoding, exact gathers).""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -196,3 +198,28 @@ def cache_decoding(ctx: Context) -> None:
     p = length - chunk
     got = _bias(ctx, table, chunk, length, p)
     ctx.assert_equal(got, full[:, p:], f"chunk of {chunk} queries at query_offset={p}")
+
+
+@register("t5_flex_score_mod")
+def flex_score_mod(ctx: Context) -> None:
+    """torch only: flex_attention with ``t5_score_mod`` (the bias of the q_len + k_len − 1
+    distances, indexed by kv_idx − q_idx) equals attention with the backend's materialised
+    ``t5_bias`` and the float64 reference, for a chunk of queries at a query_offset whose
+    distances reach past max_distance (decoder: under the causal mask of that offset); the
+    score_mod holds O(heads · length) numbers; in float64 the table's gradient through
+    flex_attention matches finite differences (see conformance/flex.py)."""
+    from ..flex import check_score_mod
+
+    bidirectional, nb, md = _config(ctx)
+    q_len, k_len, offset = 10, 40, 30  # queries at 30..39: distances -39 .. 9
+
+    def build(make: Callable[..., Any], arrays: dict[str, Any], device: Any) -> Any:
+        return make(q_len, k_len, arrays["table"], bidirectional=bidirectional, num_buckets=nb,
+                    max_distance=md, query_offset=offset)
+
+    check_score_mod(ctx, name="t5_score_mod", build=build,
+                    inputs={"table": ctx.normal((nb, HEADS), 9)},
+                    params={"q_len": q_len, "k_len": k_len, "query_offset": offset},
+                    heads=HEADS, q_len=q_len, k_len=k_len,
+                    query_offset=None if bidirectional else offset, scale=1.0,
+                    flex_bias_rtol=0.0)  # entries copied from the table

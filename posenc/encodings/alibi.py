@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _params, _xp
-from ..errors import ParameterError
 from ..layers import Layer
 
 __all__ = ["alibi_bias", "alibi_slopes"]
@@ -70,13 +69,8 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
     that defines ``dtype`` (NumPy when None), placed on ``device``.
     """
     num_heads, max_bias = _check_static(num_heads, max_bias)
-    q_len = _params.integer("q_len", q_len, minimum=0)
-    k_len = _params.integer("k_len", k_len, minimum=0)
+    q_len, k_len = _params.query_lengths(q_len, k_len)
     _params.choice("form", form, FORMS)
-    if q_len > k_len:
-        raise ParameterError(
-            f"q_len={q_len} must be <= k_len={k_len}: queries are the last q_len of the k_len "
-            "positions")
     xp = _xp.namespace_of_dtype(dtype)
     out = _xp.output_dtype(xp, dtype)
     compute = _xp.compute_dtype(xp, out)

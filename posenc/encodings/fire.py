@@ -28,12 +28,7 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     (float64 for float64 inputs) and the result is cast back.
     """
     xp = _xp.namespace(w1=w1, b1=b1, w2=w2, b2=b2)
-    q_len = _params.integer("q_len", q_len, minimum=0)
-    k_len = _params.integer("k_len", k_len, minimum=0)
-    if q_len > k_len:
-        raise ParameterError(
-            f"q_len={q_len} must be <= k_len={k_len}: queries are the last q_len of the k_len "
-            "positions")
+    q_len, k_len = _params.query_lengths(q_len, k_len)
     c = _params.positive("c", c)
     threshold = _params.positive("threshold", threshold)
     if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < float("inf"):

@@ -32,12 +32,7 @@ def kerple(q_len: int, k_len: int, r1: Any, r2: Any, *, form: str = "log") -> An
     """
     xp = _xp.namespace(r1=r1, r2=r2)
     _params.choice("form", form, FORMS)
-    q_len = _params.integer("q_len", q_len, minimum=0)
-    k_len = _params.integer("k_len", k_len, minimum=0)
-    if q_len > k_len:
-        raise ParameterError(
-            f"q_len={q_len} must be <= k_len={k_len}: queries are the last q_len of the k_len "
-            "positions")
+    q_len, k_len = _params.query_lengths(q_len, k_len)
     for name, a in (("r1", r1), ("r2", r2)):
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
