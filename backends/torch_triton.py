@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import os
 import typing
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from typing import Any
 from posenc.encodings import _rotary
 from posenc.encodings.rope import prepare
 from posenc.encodings.rope import rope as reference_rope
-from posenc.errors import ParameterError
+from posenc.errors import MissingFrameworkError, ParameterError
 
 from .convenience import bind_module
 from .torch import BACKEND as TORCH
@@ -48,10 +49,16 @@ def _devices() -> list[str]:
             *(["cuda"] if torch.cuda.is_available() else [])]
 
 
-@functools.cache
 def _ops() -> tuple[Any, Any]:
-    """``posenc::rotary`` (out of place, differentiable) and ``posenc::rotary_`` (in place),
-    registered once as ``torch.library.triton_op``s."""
+    """``posenc::rotary`` (out of place, differentiable) and ``posenc::rotary_`` (in place)."""
+    if _OPS is None:
+        raise MissingFrameworkError("triton", "triton")
+    return _OPS
+
+
+def _register() -> tuple[Any, Any]:
+    """Register the two ``torch.library.triton_op``s (once, when this module is imported: a
+    registration must not happen inside a torch.compile trace)."""
     import torch
     from torch.library import triton_op, wrap_triton
 
@@ -247,6 +254,9 @@ def _check_pair(q: Any, k: Any) -> None:
     if q.dtype != k.dtype or q.device != k.device:
         raise ParameterError(f"q is {q.dtype} on {q.device} but k is {k.dtype} on {k.device}")
 
+
+# importing this module is asking for the kernel: with Triton installed, register it now
+_OPS = _register() if importlib.util.find_spec("triton") is not None else None
 
 BACKEND = dataclasses.replace(
     TORCH, name="torch-triton", overrides={"rope": rope}, devices=_devices, requires="triton",

@@ -2,7 +2,7 @@
 # What produced the GPU numbers in benchmarks/README.md: posenc's conformance suite on CUDA
 # (torch, torch-triton, jax) and `posenc bench --device cuda --suite gpu`, on a machine with an
 # NVIDIA GPU whose Python already has torch (with Triton) and JAX. Reports go to $OUT (default
-# ./gpu-out). Usage: bash benchmarks/gpu/run.sh [conformance|bench|all] [extra conformance args]
+# ./gpu-out). Usage: bash benchmarks/gpu/run.sh [conformance|tune|bench|all] [extra conformance args]
 set -uo pipefail
 what=${1:-all}; shift || true
 ROOT=$(pwd)
@@ -33,6 +33,7 @@ if [ "$what" = conformance ] || [ "$what" = all ]; then
     tc=(--backend torch --mode compiled --compiled-cases 1 --max-examples 3)
     run() { local name=$1; shift; timeout "${LIMIT:-360}" bash -c 'cd /tmp && python3 -m posenc conformance --device cuda -q "$@"' _ "$@" --json "$OUT/c-$name.json" > "$OUT/c-$name.log" 2>&1 || echo "$name: exit $?" >> "$OUT/status.txt"; }
     run torch-eager --backend torch --mode eager &
+    run torch-layers-eager --backend torch-layers --mode eager --dtype float32 --dtype bfloat16 --max-examples 3 &
     for shard in a b c; do
         declare -n enc=$shard
         run "torch-compiled-f32-$shard" "${tc[@]}" --dtype float32 "${enc[@]}" &
@@ -57,4 +58,5 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
     (cd /tmp && python3 -m posenc bench --device cuda --suite gpu --json "$OUT/bench-gpu.json") 2>&1 \
         | tee "$OUT/bench-gpu.log"
+    (cd /tmp && timeout 240 python3 "$ROOT/benchmarks/flex_bias_gpu.py") 2>&1 | tee "$OUT/flex-gpu.log"
 fi
