@@ -30,7 +30,7 @@ from .context import CheckFailure, Context, Unsupported
 from .gradients import ATOL, RTOL, STEP
 from .tolerances import EPS, Tolerance, tolerance_for
 
-BATCH, HEAD_DIM = 2, 8
+BATCH, HEAD_DIM = 2, 16  # compiled flex_attention on CUDA needs head_dim >= 16
 # state a score_mod may hold: O(heads · (q_len + k_len)); the shapes used make the
 # materialised bias (heads · q_len · k_len) several times larger than this bound
 STATE_PER_HEAD_AND_POSITION = 2

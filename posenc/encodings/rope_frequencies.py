@@ -346,9 +346,11 @@ def rope_frequencies(dim: int, *, base: float = 10000.0,
     The frequencies are computed on the host in float64 and returned as ``dtype`` (float32 by
     default), an array of the library that defines ``dtype`` (NumPy when None), on ``device``.
     """
-    if not isinstance(dim, bool) and hasattr(dim, "__index__"):
-        # pins a symbolic int under torch.compile: the host arithmetic below needs its value
-        dim = operator.index(dim)
+    if not isinstance(dim, bool):
+        try:  # pins a symbolic int under torch.compile: the host arithmetic needs its value
+            dim = operator.index(dim)
+        except TypeError:
+            pass  # not an integer: schedule() says so, naming dim
     resolved = schedule(dim, base=base, scaling=scaling, seq_len=seq_len)
     xp = _xp.namespace_of_dtype(dtype)
     out = _xp.output_dtype(xp, dtype)
