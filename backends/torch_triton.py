@@ -193,7 +193,11 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
                                           rotary_dim=rotary_dim, scaling=scaling,
                                           seq_len=seq_len)
     if k is not None:
+        from .torch_layers import _check_pair  # RotaryEmbedding's rule for (q, k)
+
         _check_pair(x, k)
+        if k.device != x.device:
+            raise ParameterError(f"q is on {x.device} but k is on {k.device}")
     if x.dtype == torch.float64 or (device.type != "cuda" and not interpreting()):
         return None
     return _Launch(x, positions, sched, layout)
@@ -243,16 +247,6 @@ class _Launch:
 def _viewable(t: Any) -> bool:
     """Whether the kernel can address ``t`` as it is (no copy)."""
     return t.stride(-1) == 1 and (t.ndim <= 4 or t[..., 0, 0].is_contiguous())
-
-
-def _check_pair(q: Any, k: Any) -> None:
-    if k.ndim != q.ndim or k.shape[-1] != q.shape[-1] or k.shape[-2] != q.shape[-2] \
-            or (q.ndim >= 3 and k.shape[0] != q.shape[0]) or (q.ndim == 3 and k.shape != q.shape):
-        raise ParameterError(
-            f"k has shape {tuple(k.shape)} but q has shape {tuple(q.shape)}: k must share the "
-            "batch, sequence and head_dim of q (it may have fewer heads)")
-    if q.dtype != k.dtype or q.device != k.device:
-        raise ParameterError(f"q is {q.dtype} on {q.device} but k is {k.dtype} on {k.device}")
 
 
 # importing this module is asking for the kernel: with Triton installed, register it now

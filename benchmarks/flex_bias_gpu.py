@@ -32,27 +32,12 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from posenc.backends import torch as pe
+from posenc.bench_gpu import time_cuda
 
 
 def median_ms(fn: Callable[[], object], device: str) -> float:
     if device == "cuda":
-        try:
-            from triton.testing import do_bench
-
-            return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))
-        except ImportError:
-            pass
-        for _ in range(5):
-            fn()
-        times = []
-        for _ in range(30):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
+        return time_cuda(fn) * 1e3
     fn()
     times = []
     for _ in range(3):
