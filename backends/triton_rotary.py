@@ -1,15 +1,15 @@
 """A fused rotary kernel in Triton: q and k in one launch, cos/sin computed in the kernel.
 
-Each program takes ``BLOCK_S`` positions of one batch row and ``BLOCK_H`` heads of q or of k,
-computes the phases of its positions once, in float32 from exact pieces (the method of
+Each program takes ``BLOCK_S`` positions of one batch row and ``LOOP x BLOCK_H`` heads of q or
+of k, computes the phases of its positions once, in float32 from exact pieces (the method of
 :mod:`posenc.encodings._rotary`: frequency limbs, position split into ``high + low + fraction``,
 every product exact and wrapped to ``[-1/2, 1/2]`` turn), and rotates its tile. No cos/sin
 table is read: the only traffic is x in and the result out, which is what a memory-bound
 kernel can hope for. The arithmetic runs in float32 whatever the storage dtype.
 
-The module imports Triton; :mod:`posenc.backends.torch_triton` imports it only when a kernel
-is launched. ``TRITON_INTERPRET=1`` runs the same kernel on CPU tensors (slowly), which is how
-the tests check it on a machine without a GPU.
+The module imports Triton; :mod:`posenc.backends.torch_triton` imports it (and registers the
+kernel with ``torch.library``) when Triton is installed. ``TRITON_INTERPRET=1`` runs the same
+kernel on CPU tensors (slowly), which is how the tests check it on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -139,10 +139,10 @@ def launch(run: Any, q: Any, q_out: Any, k: Any, k_out: Any, positions: Any, pos
            limbs: Any, switch: Any, *, rotary_dim: int, interleaved: bool, factor: float,
            inverse: bool, copy_tail: bool) -> None:
     """Rotate 4-D ``q`` ``[B, Hq, S, D]`` into ``q_out`` (and ``k`` ``[B, Hk, S, D]`` into
-    ``k_out``; ``k`` may be None) in one launch of ``run`` (:func:`kernel`, or its
+    ``k_out``; ``k`` may be None) in one launch of ``run`` (:func:`rotary_kernel`, or its
     ``torch.library.wrap_triton``). The last axis of every tensor must be contiguous.
-    ``positions``: ``[1 or B, S]`` (None for ``POS_MODE`` 0 (positions ``arange(S)``)); ``limbs`` float32
-    ``[n_sets * 3 * rotary_dim/2]``; ``switch`` a 0-d int32 tensor choosing the set (None: the
+    ``positions``: ``[1 or B, S]``, or None for ``arange(S)`` (``pos_mode`` 0); ``limbs``
+    float32 ``[n_sets * 3 * rotary_dim/2]``; ``switch`` a 0-d int32 tensor choosing the set (None: the
     first). ``inverse`` rotates by ``-angle`` (the backward pass); ``copy_tail`` copies the
     features past ``rotary_dim`` (out of place)."""
     batch, heads_q, seq, dim = (int(n) for n in q.shape)
