@@ -186,7 +186,3 @@ def time_cuda(fn: Any) -> float:
         times.append(start.elapsed_time(end) * 1e-3)
     return statistics.median(times)
 
-
-TARGETS = (  # the GPU issue's goals, printed (never asserted)
-    ("fraction of copy bandwidth >= 0.85 at >= 16K tokens", "posenc-triton-kernel", 0.85),
-)
