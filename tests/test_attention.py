@@ -22,7 +22,7 @@ K = np.zeros((2, 5, 4))
                                  r"and \(2, 5, 3\)"),
         ((Q, K, K[:, :4]), {}, r"k and v must have the same length \(axis -2\), got shapes "
                                r"\(2, 5, 4\) and \(2, 4, 4\)"),
-        ((Q, np.zeros((3, 5, 4)), K), {}, r"shapes do not broadcast: q \(2,\), k \(3,\)"),
+        ((Q, np.zeros((3, 5, 4)), K), {}, r"batch dims do not broadcast: q \(2,\), k \(3,\)"),
         ((Q[0, 0], K, K), {}, r"q must have at least 2 dims"),
         ((Q, K, K), {"bias": np.zeros((3, 4))}, r"bias has shape \(3, 4\), which does not "
                                                 r"broadcast to the scores' shape \(2, 3, 5\)"),

@@ -104,8 +104,8 @@ def test_bucket_range_is_checked_in_eager_mode() -> None:
                                         r"d, got shapes q \(2, 3, 4\), k \(2, 5, 4\), rel_k "
                                         r"\(16, 3\)"),
         ((Q, K[..., :3]), {}, r"must share the last dim d, got shapes q \(2, 3, 4\), k \(2, 5, 3\)"),
-        ((Q, np.zeros((3, 5, 4)), T16), {}, r"shapes do not broadcast: q \(2,\), k \(3,\)"),
-        ((Q, K, np.zeros((3, 16, 4))), {}, r"shapes do not broadcast: q \(2,\), k "
+        ((Q, np.zeros((3, 5, 4)), T16), {}, r"batch dims do not broadcast: q \(2,\), k \(3,\)"),
+        ((Q, K, np.zeros((3, 16, 4))), {}, r"batch dims do not broadcast: q \(2,\), k "
                                            r"\(2,\), rel_k \(3,\) \(axis -1\)"),
         ((Q[0, 0], K, T16), {}, r"q must have at least 2 dims \[..., rows, d\], got shape \(4,\)"),
         ((Q, K, T16[0]), {}, r"rel_k must have at least 2 dims"),

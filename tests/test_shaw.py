@@ -42,7 +42,7 @@ TV = np.zeros((5, 6))
         ((K, Q, TK), {}, r"q has q_len=5 > k_len=3: queries are aligned to the end of the keys"),
         ((Q, K[..., :3], TK), {}, r"q and k must have the same last dim, got shapes \(2, 3, 4\) "
                                   r"and \(2, 5, 3\)"),
-        ((Q, np.zeros((3, 5, 4)), TK), {}, r"shapes do not broadcast: q \(2,\), k \(3,\)"),
+        ((Q, np.zeros((3, 5, 4)), TK), {}, r"batch dims do not broadcast: q \(2,\), k \(3,\)"),
         ((Q[0, 0], K, TK), {}, r"q must have at least 2 dims"),
         ((Q.astype(int), K, TK), {}, r"q must have a real floating dtype, got int(32|64)"),
         ((Q, K, TK), {"max_relative_position": -1}, r"max_relative_position=-1 must be >= 0"),

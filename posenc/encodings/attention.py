@@ -3,34 +3,13 @@
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Any
 
-from .. import _xp
+from .. import _shapes, _xp
 from ..errors import ParameterError
 
 __all__ = ["attention"]
-
-
-def _broadcast(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
-    """The broadcast of the named shapes, or an error naming the ones that clash."""
-    # plain loops: torch.compile cannot trace max() over a generator
-    rank = 0
-    for shape in shapes.values():
-        rank = len(shape) if len(shape) > rank else rank
-    out = []
-    for axis in range(-rank, 0):
-        wide = {}
-        for name, shape in shapes.items():
-            if len(shape) >= -axis and shape[axis] != 1:
-                wide[name] = shape[axis]
-        if len(set(wide.values())) > 1:
-            described = ", ".join(f"{n} {shapes[n]}" for n in wide)
-            raise ParameterError(f"shapes do not broadcast: {described} (axis {axis})")
-        size = 1
-        for d in wide.values():
-            size = d
-        out.append(size)
-    return tuple(out)
 
 
 def attention(
@@ -63,21 +42,15 @@ def attention(
                              f"{tuple(k.shape)} and {tuple(v.shape)}")
     if scale is not None and (isinstance(scale, bool) or not 0 < scale < math.inf):
         raise ParameterError(f"scale={scale!r} must be a finite number > 0 (or None)")
-    batch = _broadcast({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
-                        "v": tuple(v.shape[:-2])})
+    batch = _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
+                                     "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))
     for name, a in (("bias", bias), ("mask", mask)):
         if a is None:
             continue
         if not hasattr(a, "shape"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        shape = tuple(a.shape)
-        fits = len(shape) <= len(scores_shape)
-        for d, t in zip(shape[::-1], scores_shape[::-1], strict=False):
-            fits = fits and (d == 1 or d == t)  # not `in`: dynamo mis-evaluates it on SymInts
-        if not fits:
-            raise ParameterError(f"{name} has shape {tuple(a.shape)}, which does not broadcast "
-                                 f"to the scores' shape {scores_shape} = [..., q_len, k_len]")
+        _shapes.check_broadcasts_to(name, tuple(a.shape), scores_shape, "[..., q_len, k_len]")
     if bias is not None:
         _xp.check_floating(xp, "bias", bias)
     if mask is not None and mask.dtype != xp.bool:
@@ -90,13 +63,20 @@ def attention(
     scores = xp.matmul(qc, xp.matrix_transpose(kc)) * s
     if bias is not None:
         scores = scores + xp.astype(bias, compute, copy=False)
+    weights = softmax_where(xp, scores, mask)
+    return xp.astype(xp.matmul(weights, vc), q.dtype, copy=False)
+
+
+def softmax_where(xp: ModuleType, scores: Any, mask: Any) -> Any:
+    """Softmax over the last axis of ``scores`` where ``mask`` (bool, None: everywhere); a row
+    with every entry masked is all zeros, not NaN."""
     if mask is not None:
-        minus_inf = _xp.asarray(xp, -math.inf, dtype=compute, device=_xp.device_of(q))
+        minus_inf = _xp.asarray(xp, -math.inf, dtype=scores.dtype,
+                                device=_xp.device_of(scores))
         scores = xp.where(mask, scores, minus_inf)
     top = xp.max(scores, axis=-1, keepdims=True)
     # a fully masked row has top = -inf; shifting by 0 keeps its exps at exactly 0
     top = xp.where(top == -math.inf, xp.zeros_like(top), top)
     weights = xp.exp(scores - top)
     total = xp.sum(weights, axis=-1, keepdims=True)
-    weights = weights / xp.where(total == 0, xp.ones_like(total), total)
-    return xp.astype(xp.matmul(weights, vc), q.dtype, copy=False)
+    return weights / xp.where(total == 0, xp.ones_like(total), total)

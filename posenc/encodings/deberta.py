@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
+from .. import _params, _shapes, _xp
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
-from .attention import _broadcast
 
 __all__ = ["deberta_bucket", "deberta_scores"]
 
@@ -271,7 +270,7 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
             raise ParameterError(
                 f"{name} has shape {tuple(table.shape)}: expected 2·span = {2 * span} rows "
                 f"(axis -2) for {which}")
-    _broadcast({n: tuple(a.shape[:-2]) for n, a in arrays.items()})
+    _shapes.broadcast_batch({n: tuple(a.shape[:-2]) for n, a in arrays.items()})
 
     terms = (rel_k is not None) + (rel_q is not None)
     d = int(q.shape[-1])

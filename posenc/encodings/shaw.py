@@ -13,7 +13,7 @@ import math
 from types import ModuleType
 from typing import Any
 
-from .. import _params, _xp
+from .. import _params, _shapes, _xp
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -162,7 +162,7 @@ def shaw_scores(
     """
     xp = _xp.namespace(q=q, k=k, table_k=table_k)
     K, s = _validate(xp, {"q": q, "k": k}, table_k, None, max_relative_position, scale)
-    _attention._broadcast({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2])})
+    _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2])})
     compute = _xp.compute_dtype(xp, q.dtype)
     offset, K_eff = _offset_and_reach(K, q.shape[-2], k.shape[-2])
     qc, kc, tk = (xp.astype(a, compute, copy=False) for a in (q, k, table_k))
@@ -186,8 +186,8 @@ def shaw_attention(
     xp = _xp.namespace(q=q, k=k, v=v, table_k=table_k, table_v=table_v, mask=mask)
     K, s = _validate(xp, {"q": q, "k": k, "v": v}, table_k, table_v, max_relative_position,
                      scale)
-    batch = _attention._broadcast({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
-                        "v": tuple(v.shape[:-2])})
+    batch = _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
+                                     "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))
     if mask is not None:
         if not hasattr(mask, "shape"):
@@ -195,28 +195,15 @@ def shaw_attention(
         if mask.dtype != xp.bool:
             raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
                                  f"{_xp.dtype_name(mask.dtype)}")
-        shape = tuple(mask.shape)
-        fits = len(shape) <= len(scores_shape)
-        for d, t in zip(shape[::-1], scores_shape[::-1], strict=False):
-            fits = fits and (d == 1 or d == t)  # not `in`: dynamo mis-evaluates it on SymInts
-        if not fits:
-            raise ParameterError(f"mask has shape {shape}, which does not broadcast to the "
-                                 f"scores' shape {scores_shape} = [..., q_len, k_len]")
+        _shapes.check_broadcasts_to("mask", tuple(mask.shape), scores_shape,
+                                    "[..., q_len, k_len]")
 
     compute = _xp.compute_dtype(xp, q.dtype)
     offset, K_eff = _offset_and_reach(K, q.shape[-2], k.shape[-2])
     rows = slice(K - K_eff, K + K_eff + 1)
     qc, kc, vc, tk = (xp.astype(a, compute, copy=False) for a in (q, k, v, table_k))
     scores = _relative_scores(xp, qc, kc, tk[rows, :], K_eff, offset, s)
-    if mask is not None:
-        minus_inf = _xp.asarray(xp, -math.inf, dtype=compute, device=_xp.device_of(q))
-        scores = xp.where(mask, scores, minus_inf)
-    top = xp.max(scores, axis=-1, keepdims=True)
-    # a fully masked row has top = -inf; shifting by 0 keeps its exps at exactly 0
-    top = xp.where(top == -math.inf, xp.zeros_like(top), top)
-    weights = xp.exp(scores - top)
-    total = xp.sum(weights, axis=-1, keepdims=True)
-    weights = weights / xp.where(total == 0, xp.ones_like(total), total)
+    weights = _attention.softmax_where(xp, scores, mask)
     out = xp.matmul(weights, vc)
     if table_v is not None:
         tv = xp.astype(table_v, compute, copy=False)[rows, :]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
+from .. import _params, _shapes, _xp
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight
 
@@ -49,23 +49,11 @@ def _check(q: Any, k: Any, r_proj: Any, content_bias: Any, position_bias: Any) -
     if q_len > k_len:
         raise ParameterError(f"q_len={q_len} > k_len={k_len}: the keys hold the memory and the "
                              "current segment, so there are at least as many keys as queries")
-    _check_broadcast({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
+    _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                       "r_proj": tuple(r_proj.shape[:-2]),
                       "content_bias": tuple(content_bias.shape[:-1]),
                       "position_bias": tuple(position_bias.shape[:-1])})
     return xp
-
-
-def _check_broadcast(shapes: dict[str, tuple[int, ...]]) -> None:
-    """Raise naming the inputs whose batch dims (all but the matrix dims) clash."""
-    rank = 0
-    for shape in shapes.values():  # a loop: torch.compile cannot trace max() over a generator
-        rank = len(shape) if len(shape) > rank else rank
-    for axis in range(-rank, 0):
-        wide = {n: s[axis] for n, s in shapes.items() if len(s) >= -axis and s[axis] != 1}
-        if len(set(wide.values())) > 1:
-            described = ", ".join(f"{n} {shapes[n]}" for n in wide)
-            raise ParameterError(f"batch dims do not broadcast: {described} (axis {axis})")
 
 
 def transformer_xl(

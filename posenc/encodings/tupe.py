@@ -5,23 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import _params, _xp
+from .. import _params, _shapes, _xp
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight
 
 __all__ = ["tupe"]
-
-
-def _check_broadcast(shapes: dict[str, tuple[int, ...]]) -> None:
-    """Raise naming the inputs whose batch dims (all but the matrix dims) clash."""
-    rank = 0
-    for shape in shapes.values():  # a loop: torch.compile cannot trace max() over a generator
-        rank = len(shape) if len(shape) > rank else rank
-    for axis in range(-rank, 0):
-        wide = {n: s[axis] for n, s in shapes.items() if len(s) >= -axis and s[axis] != 1}
-        if len(set(wide.values())) > 1:
-            described = ", ".join(f"{n} {shapes[n]}" for n in wide)
-            raise ParameterError(f"batch dims do not broadcast: {described} (axis {axis})")
 
 
 def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
@@ -68,7 +56,7 @@ def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
             raise ParameterError(f"cls needs self-attention with query 0 and key 0 the [CLS] "
                                  f"token, but q_len={q_len} != k_len={k_len}")
         batch["cls"] = tuple(cls.shape[:-1])
-    _check_broadcast(batch)
+    _shapes.broadcast_batch(batch)
     return xp
 
 
