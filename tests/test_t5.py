@@ -95,6 +95,24 @@ def test_dtype_shape_and_empty_results(pe) -> None:
         assert "float32" in str(out.dtype)
 
 
+def test_bias_is_contiguous_heads_first() -> None:
+    """The bias comes out contiguous: fused attention kernels (torch SDPA's memory-efficient
+    path) copy a mask whose last axis is strided, once per call and per layer."""
+    torch = pytest.importorskip("torch")
+    from posenc.backends import numpy as pn
+    from posenc.backends import torch as pt
+
+    table = np.arange(32 * 3, dtype=np.float32).reshape(32, 3)
+    for q_len, k_len, offset in ((5, 5, 0), (1, 7, 6), (4, 9, 2)):
+        bias = pt.t5_bias(q_len, k_len, torch.asarray(table), query_offset=offset)
+        assert bias.is_contiguous()
+        assert np.asarray(pn.t5_bias(q_len, k_len, table, query_offset=offset)).flags.c_contiguous
+        # each entry is the table's entry for its bucket (torch takes windows of the rows)
+        rel = np.arange(k_len)[None, :] - (offset + np.arange(q_len))[:, None]
+        buckets = np.asarray(pn.t5_bucket(rel))
+        np.testing.assert_array_equal(bias.numpy(), np.moveaxis(table[buckets], -1, 0))
+
+
 # -- the bucket table as documented, typed from the sources (not from the code) ---------------
 # Seed 004 (bookstall's copy of kexue.fm/archives/8130), T5 defaults (32 buckets, max distance
 # 128, bidirectional), f(i − j) for i − j = 0..30, i.e. keys at or before the query.

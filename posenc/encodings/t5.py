@@ -131,8 +131,8 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     position ``query_offset + i`` (decoding with a KV cache: HF's cache_position), key ``j`` at
     ``j``, and ``bias[h, i, j] = table[t5_bucket(j − (query_offset + i)), h]``: entries are
     copied from the table bit for bit. The distances take only ``q_len + k_len − 1`` values, so
-    only those are bucketed and gathered; the result is then one gather of
-    ``q_len · k_len · heads`` entries.
+    only those are bucketed and gathered; each row of the result is then a window of them. The
+    result is contiguous (heads first), as fused attention kernels want a mask.
     """
     xp = _xp.namespace(table=table)
     bidirectional, per_side, max_distance = _config(bidirectional, num_buckets, max_distance)
@@ -154,15 +154,24 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     # every distance j − (query_offset + i), ascending: r = t − (query_offset + q_len − 1)
     first = -(query_offset + q_len - 1)
     distances = xp.arange(first, k_len - query_offset, **_device_kw(device))
-    rows = xp.take(table, _buckets(xp, distances, bidirectional, per_side, max_distance, device),
-                   axis=0)  # [q_len + k_len - 1, heads]
+    rows = xp.take(xp.permute_dims(table, (1, 0)),
+                   _buckets(xp, distances, bidirectional, per_side, max_distance, device),
+                   axis=1)  # [heads, q_len + k_len - 1], a fresh array
+    return _toeplitz(xp, rows, q_len, k_len, device)
+
+
+def _toeplitz(xp: Any, rows: Any, q_len: int, k_len: int, device: Any) -> Any:
+    """``out[h, i, j] = rows[h, j − i + q_len − 1]``, contiguous: the layout fused attention
+    kernels take as a mask (a heads-last view would be copied by every attention call)."""
+    if _xp.library_of(rows) == "torch":
+        # windows of the rows read backwards, then one copy: no [q_len, k_len] index array
+        # (twice as fast on CPU as the gather below)
+        return rows.unfold(1, k_len, 1).flip(1).contiguous()
     i = xp.arange(q_len, **_device_kw(device))
     j = xp.arange(k_len, **_device_kw(device))
     index = j[None, :] - i[:, None] + (q_len - 1)  # position of j − i − query_offset in rows
-    # whole rows gathered, then the heads axis moved to the front (a view in torch and NumPy):
-    # gathering columns of a [heads, n] table instead is twice as slow on CPU
-    out = xp.take(rows, xp.reshape(index, (-1,)), axis=0)
-    return xp.permute_dims(xp.reshape(out, (q_len, k_len, heads)), (2, 0, 1))
+    out = xp.take(rows, xp.reshape(index, (-1,)), axis=1)
+    return xp.reshape(out, (int(rows.shape[0]), q_len, k_len))
 
 
 def _device_kw(device: Any) -> dict[str, Any]:
