@@ -31,10 +31,19 @@ def wrap(backend: Backend, name: str) -> Callable[..., Any]:
     spec = spec_for_function(name)
     array_inputs = [i.name for i in spec.inputs] if spec else []
     signature = inspect.signature(impl)
+    names = list(signature.parameters)
+    # the arguments of a call with nothing to convert go straight through: binding them to
+    # the signature costs more than the rest of a decode step's rope
+    direct = "dtype" not in signature.parameters
+    positional_arrays = [i for i, n in enumerate(names) if n in array_inputs]
 
     @functools.wraps(impl)
     def call(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         backend.namespace()  # a clear MissingFrameworkError before anything else
+        if direct and device is None \
+                and not any(i < len(args) and _is_foreign(args[i]) for i in positional_arrays) \
+                and not any(_is_foreign(kwargs[n]) for n in array_inputs if n in kwargs):
+            return impl(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         for arg in array_inputs:
             value = bound.arguments.get(arg)

@@ -17,13 +17,13 @@ kernel rotating by the opposite angles. Under ``torch.compile`` the kernel is a
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import os
 import typing
 from collections.abc import Mapping
 from typing import Any
 
+from posenc._host_cache import host_cache
 from posenc.encodings import _rotary
 from posenc.encodings.rope import prepare
 from posenc.encodings.rope import rope as reference_rope
@@ -136,14 +136,10 @@ def _limbs(sched: Any, device: Any) -> Any:
     """The schedule's frequency limbs as a float32 tensor on ``device``: built once per
     schedule and device in eager mode (a host-to-device copy per call costs more than the
     kernel at decode sizes); torch.compile folds them into constants instead."""
-    import torch
-
-    key = (sched.inv_freq, sched.long_inv_freq, str(device))
-    if torch.compiler.is_compiling():
-        return _limbs_tensor(*key)
-    return _cached_limbs(*key)
+    return _limbs_tensor(sched.inv_freq, sched.long_inv_freq, str(device))
 
 
+@host_cache(maxsize=64)
 def _limbs_tensor(inv_freq: tuple[float, ...], long_inv_freq: tuple[float, ...] | None,
                   device: str) -> Any:
     import torch
@@ -152,8 +148,6 @@ def _limbs_tensor(inv_freq: tuple[float, ...], long_inv_freq: tuple[float, ...] 
     values = [v for freqs in sets for row in _rotary.turn_limbs(freqs) for v in row]
     return torch.tensor(values, dtype=torch.float32, device=device)
 
-
-_cached_limbs = functools.lru_cache(maxsize=64)(_limbs_tensor)
 
 
 def rope(

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import _params, _xp
+from .._host_cache import host_cache
 from ..errors import ParameterError
 
 LAYOUTS = ("half", "interleaved")
@@ -39,15 +40,10 @@ def turn_limbs(inv_freq: Sequence[float]) -> list[list[float]]:
     """``[3][n]`` limbs (``a``, ``b``: 12 significant bits; ``c``: the rest, to be rounded to
     float32) whose sum is ``inv_freq / (2 pi)`` to ~2^-48 relative. Plain Python floats: under
     torch.compile they fold into constants, where NumPy would be traced into the graph."""
-    key = tuple(float(f) for f in inv_freq)
-    torch = sys.modules.get("torch")
-    # eager decoding asks for the same limbs on every token: cached; torch.compile folds them
-    # into constants once (and warns about caches it traces through), so it gets them directly
-    limbs = _limbs(key) if torch is not None and torch.compiler.is_compiling() \
-        else _cached_limbs(key)
-    return [list(row) for row in limbs]
+    return [list(row) for row in _limbs(tuple(float(f) for f in inv_freq))]
 
 
+@host_cache()
 def _limbs(inv_freq: tuple[float, ...]) -> tuple[tuple[float, ...], ...]:
     turns = [float(f) / (2.0 * math.pi) for f in inv_freq]
     a = [_round_to_bits(t, _LIMB_BITS) for t in turns]
@@ -56,32 +52,49 @@ def _limbs(inv_freq: tuple[float, ...]) -> tuple[tuple[float, ...], ...]:
     return tuple(a), tuple(b), tuple(c)
 
 
-_cached_limbs = functools.lru_cache(maxsize=256)(_limbs)
-
 
 def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute: Any,
-           device: Any) -> Any:
+           device: Any, integral: bool = False) -> Any:
     """Angles ``positions * inv_freq`` in radians, broadcast over the last axis.
 
     ``positions`` is a float array of dtype ``compute`` whose last axis is 1 or ``n``;
     ``inv_freq`` the host frequencies (``n`` Python floats, e.g. a schedule's tuple). For
     float64 the product is direct;
     for float32 the result is the angle reduced to ``[-pi, pi]``, computed in turns from exact
-    pieces (see the module docstring).
+    pieces (see the module docstring). ``integral``: the positions are known to be whole
+    numbers (cast from integers), so the fraction's terms, exactly zero, are skipped.
     """
     if compute == xp.float64:
         theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
         return positions * theta
-    limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
+    if _xp.library_of(positions) == "torch" and not _compiling():
+        limbs = _torch_limbs(tuple(float(f) for f in inv_freq), compute, device)
+    else:  # compiled: a constant of the graph; JAX/TF: a cached array could be a tracer
+        limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
     a, b, c = limbs[0, ...], limbs[1, ...], limbs[2, ...]
-    whole = xp.round(positions)
-    fraction = positions - whole
+    whole = positions if integral else xp.round(positions)
     high = xp.round(whole / _POSITION_SPLIT) * _POSITION_SPLIT
     low = whole - high
     turns = _wrap(xp, _wrap(xp, high * a) + _wrap(xp, low * a))
     turns = _wrap(xp, turns + _wrap(xp, high * b))
-    turns = _wrap(xp, turns + (low * b + (high * c + low * c) + fraction * (a + b + c)))
-    return turns * (2.0 * math.pi)
+    small = low * b + (high * c + low * c)
+    if not integral:
+        small = small + (positions - whole) * (a + b + c)
+    return _wrap(xp, turns + small) * (2.0 * math.pi)
+
+
+def _compiling() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+@functools.lru_cache(maxsize=64)
+def _torch_limbs(inv_freq: tuple[float, ...], compute: Any, device: Any) -> Any:
+    """The limbs as a torch tensor, made once per dtype and device for eager calls (outside
+    inference mode: autograd could not save an inference tensor later)."""
+    torch = sys.modules["torch"]
+    with torch.inference_mode(False):
+        return torch.asarray(turn_limbs(inv_freq), dtype=compute, device=device)
 
 
 def _wrap(xp: ModuleType, turns: Any) -> Any:
@@ -165,14 +178,16 @@ def check_shapes(x: Any, positions: Any) -> tuple[int, int]:
 
 
 def scheduled_phases(xp: ModuleType, positions: Any, schedule: Any, *, compute: Any,
-                     device: Any, all_positions: Any = None) -> Any:
+                     device: Any, all_positions: Any = None, integral: bool = False) -> Any:
     """:func:`phases` for a resolved frequency schedule: with LongRoPE's run-time switch, the
     long frequencies when ``max(all_positions) + 1 > switch_length`` (data, not a
     recompile; ``all_positions`` defaults to ``positions``)."""
-    angles = phases(xp, positions, schedule.inv_freq, compute=compute, device=device)
+    angles = phases(xp, positions, schedule.inv_freq, compute=compute, device=device,
+                    integral=integral)
     if schedule.long_inv_freq is None:
         return angles
-    long = phases(xp, positions, schedule.long_inv_freq, compute=compute, device=device)
+    long = phases(xp, positions, schedule.long_inv_freq, compute=compute, device=device,
+                  integral=integral)
     top = xp.max(positions if all_positions is None else all_positions)
     return xp.where(top + 1 > schedule.switch_length, long, angles)
 

@@ -81,8 +81,10 @@ def rope(
     compute = _xp.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
+    integral = xp.isdtype(positions.dtype, "integral")
     p = xp.astype(positions, compute)[..., None]
-    angles = _rotary.scheduled_phases(xp, p, sched, compute=compute, device=device)
+    angles = _rotary.scheduled_phases(xp, p, sched, compute=compute, device=device,
+                                      integral=integral)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
     return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,

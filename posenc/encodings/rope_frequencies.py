@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np  # only to accept NumPy scalars in dicts
 
 from .. import _params, _xp
+from .._host_cache import host_cache
 from ..errors import ParameterError
 
 __all__ = ["rope_frequencies"]
@@ -150,6 +151,7 @@ def _rotary_dim(dim: int, scaling: Mapping[str, Any], name: str) -> int:
     return rd
 
 
+@host_cache(maxsize=64)
 def _default(rd: int, base: float) -> tuple[float, ...]:
     return tuple(base ** (-2.0 * i / rd) for i in range(rd // 2))
 
