@@ -255,7 +255,7 @@ class RotaryEmbedding(nn.Module):
     def forward(self, q: torch.Tensor, positions: Any = None, *, k: torch.Tensor | None = None,
                 offset: Any = None, inplace: bool = False, out: Any = None) -> Any:
         xs = (q,) if k is None else (q, k)
-        outs = self._outputs(xs, out, inplace)
+        outs, direct = self._outputs(xs, out, inplace)
         positions = self._positions(q, positions, offset)
         if positions is None and self.cos is not None:
             positions = torch.arange(operator.index(q.shape[-2]), device=q.device)
@@ -263,31 +263,37 @@ class RotaryEmbedding(nn.Module):
         _, positions = _rotary.array_inputs(xp, q, positions)
         if k is not None:
             _check_pair(q, k)
-        if not self._uses_table(q, positions):
-            results = tuple(rope(x, positions, **self.config) for x in xs)
-            if outs is None:
-                return results[0] if k is None else results
-            for target, value in zip(outs, results, strict=True):
-                target.copy_(value)
-            return outs[0] if k is None else outs
-        cos, sin, rd = self._cos_sin(q, positions)
-        layout = self.config["layout"]
-        if outs is None:
+        if self._uses_table(q, positions):
+            cos, sin, rd = self._cos_sin(q, positions)
+            layout = self.config["layout"]
+            if outs is not None and direct:
+                for x, target in zip(xs, outs, strict=True):
+                    _rotate_into(x, target, cos, sin, rd, layout)
+                return outs[0] if k is None else outs
             results = tuple(_rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
                             for x in xs)
+        else:
+            results = tuple(rope(x, positions, **self.config) for x in xs)
+        if outs is None:
             return results[0] if k is None else results
-        for x, target in zip(xs, outs, strict=True):
-            _rotate_into(x, target, cos, sin, rd, layout)
+        for target, value in zip(outs, results, strict=True):
+            target.copy_(value)
         return outs[0] if k is None else outs
 
     @staticmethod
-    def _outputs(xs: tuple[torch.Tensor, ...], out: Any, inplace: bool) -> Any:
+    def _outputs(xs: tuple[torch.Tensor, ...], out: Any, inplace: bool) -> tuple[Any, bool]:
+        """``(targets, direct)``: the tensors the results go to (None: new tensors) and whether
+        they can be rotated into one after the other (no target overlaps another input or
+        target; otherwise the results are made first, then copied)."""
         if inplace and out is not None:
             raise ParameterError("give inplace=True or out=, not both")
         if inplace:
-            return xs
+            if len(xs) == 2 and _same_view(*xs):
+                raise ParameterError("inplace=True with k the same memory as q: it would be "
+                                     "rotated twice; pass k=None")
+            return xs, not (len(xs) == 2 and _may_overlap(*xs))
         if out is None:
-            return None
+            return None, True
         outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
         if len(outs) != len(xs):
             raise ParameterError(f"out has {len(outs)} tensors for {len(xs)} inputs")
@@ -296,7 +302,66 @@ class RotaryEmbedding(nn.Module):
                 raise ParameterError(
                     f"out[{i}] is {o.dtype} {tuple(o.shape)} on {o.device}, expected "
                     f"{x.dtype} {tuple(x.shape)} on {x.device}")
-        return outs
+        if len(outs) == 2 and _same_view(*outs):
+            raise ParameterError("out[0] and out[1] are the same memory")
+        # an output that is its own input is rotated in place
+        outs = tuple(x if _same_view(o, x) else o for x, o in zip(xs, outs, strict=True))
+        n = len(xs)
+        direct = not any(_may_overlap(outs[i], t) for i in range(n) for t in (
+            *(xs[j] for j in range(n) if j != i), *(outs[j] for j in range(n) if j != i),
+            *([] if outs[i] is xs[i] else [xs[i]])))
+        return outs, direct
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a is b:
+        return True
+    if torch.compiler.is_compiling():
+        return False
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride())
+
+
+def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors may share memory: their extents in one storage intersect, unless
+    they are provably disjoint slices of one tensor (q and k views of a fused qkv tensor).
+    Under torch.compile (no storages; it handles aliasing itself): False."""
+    if torch.compiler.is_compiling() or a.numel() == 0 or b.numel() == 0:
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    (a0, a1), (b0, b1) = _extent(a), _extent(b)
+    return a0 < b1 and b0 < a1 and not _disjoint_slices(a, b)
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    low = high = t.storage_offset()
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        reach = (size - 1) * stride
+        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+    return low, high + 1
+
+
+def _disjoint_slices(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same strides, nested (each larger than the span of the smaller ones, so an offset has
+    one decomposition), and offsets that differ by m strides along one dim whose index
+    ranges do not meet: no element in common."""
+    if a.ndim != b.ndim or a.stride() != b.stride() or min(a.stride(), default=0) <= 0:
+        return False
+    dims = sorted(range(a.ndim), key=lambda d: a.stride(d))
+    span = 0
+    for d in dims:
+        if a.stride(d) <= span:
+            return False
+        span += (max(a.shape[d], b.shape[d]) - 1) * a.stride(d)
+    delta = b.storage_offset() - a.storage_offset()
+    for d in reversed(dims):  # the digits of delta, largest stride first
+        m, delta = divmod(delta, a.stride(d)) if delta >= 0 else (-((-delta) // a.stride(d)),
+                                                                  -((-delta) % a.stride(d)))
+        if m >= a.shape[d] or -m >= b.shape[d]:
+            return True  # b starts beyond a (or a beyond b) along d
+        if m != 0:
+            return False
+    return False
 
 
 def _check_pair(q: torch.Tensor, k: torch.Tensor) -> None:

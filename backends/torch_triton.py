@@ -223,8 +223,13 @@ class _Launch:
                      layout == "interleaved", float(sched.attention_factor))
 
     def __call__(self, x: Any, k: Any = None, *, inplace: bool = False) -> Any:
+        from .torch_layers import _may_overlap, _same_view
+
         rotary, rotary_ = _ops()
         if inplace:
+            if k is not None and (_same_view(x, k) or _may_overlap(x, k)):
+                raise ParameterError("inplace=True with k sharing memory with x: the kernel "
+                                     "would rotate the shared elements twice")
             for name, t in (("x", x), ("k", k)):
                 if t is not None and not _viewable(t):
                     raise ParameterError(

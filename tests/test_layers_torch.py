@@ -137,6 +137,41 @@ def test_rotary_offsets_and_dtypes() -> None:
     assert torch.equal(rotary(x, offset=40), want)
 
 
+@pytest.mark.parametrize("max_positions", [16, None], ids=["table", "per-call"])
+def test_rotary_outputs_sharing_memory(max_positions: int | None) -> None:
+    """Outputs that alias other inputs are rotated from the inputs' old values (or refused),
+    never from half-written memory; views of one fused qkv tensor rotate in place."""
+    gen = torch.Generator().manual_seed(4)
+    rotary = pe.RotaryEmbedding(8, max_positions=max_positions)
+    pos = torch.arange(5)
+    q, k = torch.randn(2, 3, 5, 8, generator=gen), torch.randn(2, 3, 5, 8, generator=gen)
+    want_q, want_k = posenc.rope(q, pos), posenc.rope(k, pos)
+    # results written to each other's input
+    q2, k2 = q.clone(), k.clone()
+    rotary(q2, pos, k=k2, out=(k2, q2))
+    torch.testing.assert_close((k2, q2), (want_q, want_k), rtol=0, atol=1e-6)
+    # an output that is a view of its own input, and one shifted along the sequence
+    q2 = q.clone()
+    rotary(q2, pos, out=q2.view(q2.shape))
+    torch.testing.assert_close(q2, want_q, rtol=0, atol=1e-6)
+    base = torch.zeros(2, 3, 6, 8)
+    base[:, :, :5] = q
+    rotary(base[:, :, :5], pos, out=base[:, :, 1:])
+    torch.testing.assert_close(base[:, :, 1:], want_q, rtol=0, atol=1e-6)
+    # q and k as slices of one fused tensor (k with fewer heads), in place
+    fused = torch.cat([q, k[:, :1]], dim=1)
+    rotary(fused[:, :3], pos, k=fused[:, 3:], inplace=True)
+    torch.testing.assert_close(fused, torch.cat([want_q, want_k[:, :1]], dim=1), rtol=0,
+                               atol=1e-6)
+    # the same memory twice: refused
+    q2 = q.clone()
+    with pytest.raises(posenc.ParameterError, match="k the same memory as q"):
+        rotary(q2, pos, k=q2.view(q2.shape), inplace=True)
+    out = torch.empty_like(q)
+    with pytest.raises(posenc.ParameterError, match=r"out\[0\] and out\[1\] are the same"):
+        rotary(q, pos, k=k, out=(out, out))
+
+
 def test_rotary_table_bounds_and_argument_errors() -> None:
     x = torch.randn(1, 2, 3, 8)
     rotary = pe.RotaryEmbedding(8, max_positions=16)
