@@ -37,8 +37,16 @@ def query_lengths(q_len: Any, k_len: Any) -> tuple[int, int]:
     return q_len, k_len
 
 
+def flag(name: str, value: Any) -> bool:
+    """A switch: a bool (NumPy's too), never a truthy stand-in such as ``"no"`` or ``1``."""
+    if not isinstance(value, bool | _np_bool()):
+        raise ParameterError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
 def positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | _np_floating()):
+    if isinstance(value, bool) or not isinstance(value, int | float | _np_integer()
+                                                 | _np_floating()):
         raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     # comparisons rather than math.isfinite: torch.compile traces float parameters symbolically
     if not 0 < value < math.inf:
@@ -64,3 +72,9 @@ def _np_floating() -> type:
     import numpy as np
 
     return np.floating
+
+
+def _np_bool() -> type:
+    import numpy as np
+
+    return np.bool_

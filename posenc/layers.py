@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _params
 from .errors import ParameterError
 
 __all__ = ["Init", "Layer", "Weight", "all_layers", "layer_for_function"]
@@ -136,7 +137,20 @@ class Layer:
         missing = [k for k, v in config.items() if v is inspect.Parameter.empty]
         if missing:
             raise ParameterError(f"{self.name}: missing required argument(s) {', '.join(missing)}")
+        for size in self.sizes:
+            config[size] = self._check_size(size, config[size])
         return config
+
+    def _check_size(self, size: str, value: Any) -> Any:
+        """A size argument: a switch for an optional weight (``c2p=True``), an optional width
+        (``value_dim=None``), or a width >= 1 (an int: ``num_heads=2.5`` is an error, not 2)."""
+        switch = isinstance(self.size_defaults.get(size), bool)
+        optional = any(w.optional == size for w in self.weights)
+        if switch:
+            return _params.flag(f"{self.name}: {size}", value)
+        if optional and value is None:
+            return None
+        return _params.integer(f"{self.name}: {size}", value, minimum=1)
 
     def weight_shapes(self, config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         """Shapes of the weights this configuration builds (absent optional ones left out)."""
@@ -157,6 +171,11 @@ class Layer:
                             ) -> dict[str, Any]:
         """A constructor config for existing weights (sizes are not needed then, so they are
         filled with a placeholder, and optional flags follow which weights are present)."""
+        unknown = sorted(set(config) - {*self.config, *self.sizes})
+        if unknown:
+            raise ParameterError(
+                f"{self.name}: unknown argument(s) {', '.join(unknown)} "
+                f"(known: {', '.join(self.config) or 'none'})")
         out = {**{s: None for s in self.sizes}, **self.function_kwargs(config)}
         for w in self.weights:
             if w.optional is not None:

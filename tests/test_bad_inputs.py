@@ -112,3 +112,38 @@ def test_errors_are_standard_exceptions_too() -> None:
         posenc.rope(np.zeros((2, 7)))
     with pytest.raises(IndexError):
         posenc.learned(np.array([5]), np.zeros((5, 2)))
+
+
+def test_numpy_scalars_are_numbers(pe) -> None:
+    """NumPy scalars (from configs read with NumPy) are valid numbers and switches: the
+    results equal the ones for the Python values."""
+    x = np.linspace(-1, 1, 2 * 4 * 8).reshape(2, 4, 8)
+    want = np.asarray(pe.rope(x, base=10000))
+    np.testing.assert_array_equal(np.asarray(pe.rope(x, base=np.int64(10000))), want)
+    np.testing.assert_array_equal(np.asarray(pe.rope(x, base=np.float32(10000))), want)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    np.testing.assert_array_equal(
+        np.asarray(pe.rope(x, scaling={**yarn, "truncate": np.bool_(False)})),
+        np.asarray(pe.rope(x, scaling={**yarn, "truncate": False})))
+
+
+def test_layer_sizes_are_checked_at_construction() -> None:
+    """A size is an int >= 1 and a switch is a bool: nothing is truncated or taken as truthy."""
+    from posenc.layers import all_layers
+
+    t5 = all_layers()["T5RelativeBias"]
+    deberta = all_layers()["DebertaRelativeScores"]
+    for value, message in ((2.5, r"num_heads must be an int, got 2.5 \(float\)"),
+                           (True, r"num_heads must be an int, got True \(bool\)"),
+                           ("4", r"num_heads must be an int, got '4' \(str\)"),
+                           (0, r"num_heads=0 must be >= 1")):
+        with pytest.raises(ParameterError, match=rf"T5RelativeBias: {message}"):
+            t5.resolve_config({"num_heads": value})
+    assert t5.resolve_config({"num_heads": np.int64(4)})["num_heads"] == 4
+    with pytest.raises(ParameterError, match=r"c2p must be a bool, got 'no' \(str\)"):
+        deberta.resolve_config({"head_dim": 4, "c2p": "no"})
+    assert deberta.resolve_config({"head_dim": 4, "c2p": np.bool_(False)})["c2p"] is False
+    shaw = all_layers()["ShawRelativeAttention"]
+    assert shaw.resolve_config({"head_dim": 4, "max_relative_position": 2})["value_dim"] is None
+    with pytest.raises(ParameterError, match=r"unknown argument\(s\) bogus"):
+        all_layers()["LearnedPositionEmbedding"].config_from_weights({}, {"bogus": 1})

@@ -51,7 +51,7 @@ def _args(**changes):
         (_args(), {"base": 1.0}, r"base=1.0 must be > 1"),
         (_args(), {"base": -2.0}, r"base=-2.0 must be a finite number > 0"),
         (_args(), {"scale": 0.0}, r"scale=0.0 must be a finite number > 0"),
-        (_args(), {"causal": "yes"}, r"causal='yes' must be True or False"),
+        (_args(), {"causal": "yes"}, r"causal must be a bool, got 'yes' \(str\)"),
     ],
 )
 def test_bad_inputs(pe, args, kwargs, message) -> None:

@@ -251,9 +251,7 @@ def _yarn(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | None)
         else 1.0
     if fast < slow:
         raise ParameterError(f"scaling['beta_fast']={fast!r} must be >= beta_slow={slow!r}")
-    truncate = scaling.get("truncate", True)
-    if not isinstance(truncate, bool):
-        raise ParameterError(f"scaling['truncate'] must be a bool, got {truncate!r}")
+    truncate = _params.flag("scaling['truncate']", scaling.get("truncate", True))
 
     def correction_dim(rotations: float) -> float:
         return rd * math.log(trained / (rotations * 2 * math.pi)) / (2 * math.log(base))

@@ -74,8 +74,7 @@ def transformer_xl(
     float32 (float64 for float64 inputs), returned in the dtype of ``q``.
     """
     xp = _check(q, k, r_proj, content_bias, position_bias)
-    if not isinstance(causal, bool):
-        raise ParameterError(f"causal={causal!r} must be True or False")
+    causal = _params.flag("causal", causal)
     _params.choice("method", method, METHODS)
     base = _params.base(base)
     if scale is not None:
