@@ -191,28 +191,46 @@ def compute_dtype(xp: ModuleType, dtype: Any) -> Any:
 
 
 FLOAT32_EXACT_INTEGERS = 2**24
+FLOAT64_EXACT_INTEGERS = 2**53
 
 
 def check_position_range(
     xp: ModuleType, positions: Any, *, compute: Any, name: str = "positions",
     low: int | None = None, high: int | None = None,
-) -> None:
-    """Eager-mode range check (skipped when traced): within [low, high) and exact in ``compute``."""
+) -> tuple[float, float] | None:
+    """Eager-mode range check (skipped when traced): finite, within [low, high) and exact in
+    ``compute``. Returns ``(min, max)`` of the positions (None when traced or empty)."""
     if is_traced(positions) or math.prod(tuple(positions.shape)) == 0:
-        return
-    extrema = xp.stack([xp.min(positions), xp.max(positions)])
+        return None
+    floating = xp.isdtype(positions.dtype, "real floating")
+    parts = [xp.min(positions), xp.max(positions)]
+    if floating:  # 1 when a position is NaN or infinite (min/max may skip NaN)
+        parts.append(xp.astype(xp.any(~xp.isfinite(positions)), positions.dtype))
+    extrema = xp.stack(parts)
     # one device-to-host transfer (a GPU array would sync twice with two int() calls)
-    lo, hi = (int(v) for v in (extrema.tolist() if library_of(positions) == "torch"
-                               else (extrema[0], extrema[1])))
+    values = extrema.tolist() if library_of(positions) == "torch" \
+        else [extrema[i] for i in range(len(parts))]
+    if floating:
+        lo, hi, bad = (float(v) for v in values)
+        if bad:
+            value = next((v for v in (lo, hi) if not math.isfinite(v)), "NaN or inf")
+            raise ParameterError(f"{name} contains {value}: positions must be finite")
+    else:
+        lo, hi = (int(v) for v in values)
     if low is not None and lo < low:
         raise_out_of_range(name, lo, low, high)
     if high is not None and hi >= high:
         raise_out_of_range(name, hi, low, high)
-    if compute == xp.float32 and max(abs(lo), abs(hi)) > FLOAT32_EXACT_INTEGERS:
-        value = hi if abs(hi) >= abs(lo) else lo
+    value = hi if abs(hi) >= abs(lo) else lo
+    if compute == xp.float32 and abs(value) > FLOAT32_EXACT_INTEGERS:
         raise ParameterError(
             f"{name} contains {value}, beyond 2**24 = {FLOAT32_EXACT_INTEGERS}, the largest "
             "integer float32 angles represent exactly: pass float64 inputs for such positions")
+    if compute == xp.float64 and abs(value) > FLOAT64_EXACT_INTEGERS:
+        raise ParameterError(
+            f"{name} contains {value}, beyond 2**53 = {FLOAT64_EXACT_INTEGERS}, the largest "
+            "integer float64 represents exactly")
+    return lo, hi
 
 
 def raise_out_of_range(name: str, value: int, low: int | None, high: int | None) -> None:

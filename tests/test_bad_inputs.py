@@ -147,3 +147,23 @@ def test_layer_sizes_are_checked_at_construction() -> None:
     assert shaw.resolve_config({"head_dim": 4, "max_relative_position": 2})["value_dim"] is None
     with pytest.raises(ParameterError, match=r"unknown argument\(s\) bogus"):
         all_layers()["LearnedPositionEmbedding"].config_from_weights({}, {"bogus": 1})
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_float_positions(pe, bad) -> None:
+    positions = np.array([0.0, 1.5, bad, 3.0], np.float32)
+    for fn in (lambda p: pe.rope(X.astype(np.float32), p),
+               lambda p: pe.sinusoidal(p, 8)):
+        with pytest.raises(ParameterError, match=rf"positions contains {bad}: positions must be"
+                                                 " finite"):
+            fn(positions)
+
+
+def test_float64_positions_beyond_exact_integers(pe) -> None:
+    """2**53 + 2 is not 2**53 + 1 rounded: float64 positions stop being exact at 2**53."""
+    x = pe.BACKEND.from_numpy(X, "float64", None)
+    positions = pe.BACKEND.from_numpy(np.array([0, 1, 2, 2**53 + 2]), "int64", None)
+    if "float64" not in str(x.dtype) or "64" not in str(positions.dtype):
+        pytest.skip("this backend runs without 64-bit types (JAX without x64)")
+    with pytest.raises(ParameterError, match=r"positions contains 9007199254740994, beyond 2\*\*53"):
+        pe.rope(x, positions)

@@ -62,11 +62,20 @@ def test_half_precision_positions_are_refused(pe) -> None:
         pe.xpos(X, np.zeros(5, np.float16))
 
 
-def test_overflow_is_inf_not_an_error() -> None:
-    """The documented limit: 3.5 ** (|n - c| / scale_base) leaves float16 beyond ~8.9."""
+def test_factor_beyond_the_dtype_range_is_an_error() -> None:
+    """The documented limit: 3.5 ** (|n - c| / scale_base) leaves float16 beyond ~8.9 (keys
+    would be inf, queries 0), float32 beyond ~70: an error naming the reach, not inf rows."""
     x = np.ones((1, 2), np.float16)
-    assert np.isinf(pe_numpy.xpos(x, [5000], kind="key")).all()  # 3.5 ** (5000/512) = 2e5
+    for kind in ("key", "query"):  # 3.5 ** (5000/512) = 2e5 > 65504
+        with pytest.raises(ParameterError, match=r"\|n - centre\| = 5000 with scale_base=512"
+                                                 r".* float16 range beyond \|n - centre\| = 4532"):
+            pe_numpy.xpos(x, [5000], kind=kind)
     assert np.isfinite(pe_numpy.xpos(x, [5000], kind="key", centre=4500.0)).all()
+    assert np.isfinite(pe_numpy.xpos(x.astype(np.float32), [5000], kind="key")).all()
+    with pytest.raises(ParameterError, match=r"float32 range beyond \|n - centre\| = 36261"):
+        pe_numpy.xpos(np.ones((4, 2), np.float32), kind="key", scale_base=512.0,
+                      centre=-36262.0)  # no positions: arange(4) is checked too
+    assert np.isfinite(pe_numpy.xpos(np.ones((1, 2)), [10**5], kind="key")).all()  # float64
 
 
 def _cases() -> list[golden.GoldenCase]:

@@ -38,6 +38,26 @@ def _finite(name: str, value: Any) -> float:
     return float(value)
 
 
+# ln of the largest finite value: zeta_0 ** e must stay finite for keys (and 1/that for queries)
+_LOG_MAX = {"float16": math.log(65504.0), "bfloat16": math.log(3.3895e38),
+            "float32": math.log(3.4028e38), "float64": math.log(1.7976e308)}
+
+
+def _check_scale_range(span: tuple[float, float], centre: float, scale_base: float,
+                       dtype: str) -> None:
+    """Eager check that the largest factor, ``zeta_0 ** (|n - c| / scale_base)`` for the
+    farthest position, is finite in ``dtype`` (beyond it, keys become inf and queries 0)."""
+    far = max(abs(span[0] - centre), abs(span[1] - centre))
+    exponent = far / scale_base * -math.log(zeta(2)[0])
+    if exponent > _LOG_MAX.get(dtype, math.inf):
+        limit = _LOG_MAX[dtype] / -math.log(zeta(2)[0]) * scale_base
+        raise ParameterError(
+            f"positions reach |n - centre| = {far:g} with scale_base={scale_base:g}: the xPos "
+            f"factor zeta**((n - centre)/scale_base) leaves the {dtype} range beyond "
+            f"|n - centre| = {limit:.0f}; centre the positions (centre=), raise scale_base, or "
+            "use float64")
+
+
 def xpos(
     x: Any, positions: Any = None, *, kind: str = "query", scale_base: float = 512.0,
     centre: float = 0.0, base: float = 10000.0, layout: str = "interleaved",
@@ -56,8 +76,9 @@ def xpos(
     ``(2i, 2i + 1)`` (torchscale ``XPOS``, rotary-embedding-torch), ``"half"`` pairs
     ``(i, i + r/2)``. Peers' centres: rotary-embedding-torch ``seq_len // 2``; torchscale
     ``(length + offset + 1) // 2``. Phases come from exact positions; the scale factor is
-    ``exp((n - centre) / scale_base * log zeta_i)`` in float32 (float64 for float64 ``x``); it
-    overflows to inf for ``|n - centre| / scale_base`` beyond ~70 in float32 (~8 in float16).
+    ``exp((n - centre) / scale_base * log zeta_i)`` in float32 (float64 for float64 ``x``).
+    It leaves the range of x's dtype for ``|n - centre| / scale_base`` beyond ~70 in float32
+    and bfloat16 (~8 in float16, ~566 in float64): a ParameterError in eager mode.
     """
     xp = _xp.namespace(x=x, positions=positions)
     _params.choice("kind", kind, KINDS)
@@ -71,9 +92,12 @@ def xpos(
     compute = _xp.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
+        span = (0, seq - 1) if seq else None
     else:
         _xp.check_positions_dtype(xp, positions)
-        _xp.check_position_range(xp, positions, compute=compute)
+        span = _xp.check_position_range(xp, positions, compute=compute)
+    if span is not None:
+        _check_scale_range(span, centre, scale_base, _xp.dtype_name(x.dtype))
 
     p = xp.astype(positions, compute)[..., None]  # [seq, 1] or [batch, seq, 1]
     inv_freq = [base ** (-2.0 * i / rd) for i in range(rd // 2)]
