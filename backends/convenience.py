@@ -48,11 +48,7 @@ def wrap(backend: Backend, name: str) -> Callable[..., Any]:
         for arg in array_inputs:
             value = bound.arguments.get(arg)
             if value is not None and _is_foreign(value):
-                host = np.asarray(value)
-                dtype = "int64" if host.dtype.kind in "iu" else host.dtype.name
-                if dtype == "int64":
-                    dtype = backend.index_dtype
-                bound.arguments[arg] = backend.from_numpy(host, dtype, device)
+                bound.arguments[arg] = _convert(backend, arg, value, device)
         if "dtype" in signature.parameters:
             dtype = bound.arguments.get("dtype")
             # no dtype: this backend's float32 (a function without array inputs would
@@ -67,6 +63,32 @@ def wrap(backend: Backend, name: str) -> Callable[..., Any]:
     device_param = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None)
     call.__signature__ = signature.replace(parameters=[*params, device_param])
     return call
+
+
+def _convert(backend: Backend, name: str, value: Any, device: Any) -> Any:
+    """A list or NumPy array as the backend's array: integers (and an empty list) as its index
+    dtype, checked to fit it (JAX without x64 holds int32; uint64 beyond int64 would wrap)."""
+    from posenc import _xp
+    from posenc.errors import ParameterError
+
+    try:
+        host = np.asarray(value)
+    except ValueError as exc:  # ragged nesting
+        raise ParameterError(f"{name} is not a rectangular array: {exc}") from None
+    integral = host.dtype.kind in "iu" or (host.size == 0 and not isinstance(value, np.ndarray))
+    if not integral and host.dtype.kind not in "fcb":
+        raise ParameterError(f"{name} must hold numbers, got a {host.dtype} array")
+    converted = backend.from_numpy(host, backend.index_dtype if integral else host.dtype.name,
+                                   device)
+    if integral and host.size:
+        info = np.iinfo(_xp.dtype_name(converted.dtype))
+        low, high = int(host.min()), int(host.max())
+        if low < info.min or high > info.max:
+            value = low if low < info.min else high
+            raise ParameterError(
+                f"{name} contains {value}, outside the range of {info.dtype} (the index dtype "
+                f"of {backend.name} arrays here)")
+    return converted
 
 
 def bind_module(backend: Backend, *, layers: str | None = None, layer_backend: str | None = None,

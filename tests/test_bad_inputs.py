@@ -167,3 +167,20 @@ def test_float64_positions_beyond_exact_integers(pe) -> None:
         pytest.skip("this backend runs without 64-bit types (JAX without x64)")
     with pytest.raises(ParameterError, match=r"positions contains 9007199254740994, beyond 2\*\*53"):
         pe.rope(x, positions)
+
+
+def test_converted_lists_and_numpy_arrays(pe) -> None:
+    """The backend modules convert lists and NumPy arrays: integers that do not fit the index
+    dtype are an error (they would wrap), ragged or non-numeric lists too; an empty list is
+    an empty index array."""
+    table = np.arange(8.0).reshape(4, 2).astype(np.float32)
+    with pytest.raises(ParameterError, match=r"positions contains 9223372036854775808, outside "
+                                             r"the range of int(32|64)"):
+        pe.learned(np.array([1, 2**63], np.uint64), table, out_of_range="clip")
+    with pytest.raises(ParameterError, match=r"positions is not a rectangular array"):
+        pe.rope(np.zeros((2, 8)), [[0], [1, 2]])
+    with pytest.raises(ParameterError, match=r"positions must hold numbers, got a <U1 array"):
+        pe.rope(np.zeros((2, 8)), ["a", "b"])
+    assert tuple(pe.learned([], table).shape) == (0, 2)
+    np.testing.assert_array_equal(
+        np.asarray(pe.learned(np.array([3, 0], np.uint8), table)), table[[3, 0]])
