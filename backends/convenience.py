@@ -53,6 +53,9 @@ def wrap(backend: Backend, name: str) -> Callable[..., Any]:
             dtype = bound.arguments.get("dtype")
             # no dtype: this backend's float32 (a function without array inputs would
             # otherwise have nothing to tell it which framework to build its result in)
+            if isinstance(dtype, np.dtype) or (isinstance(dtype, type)
+                                               and issubclass(dtype, np.generic)):
+                dtype = np.dtype(dtype).name  # np.float32 names the backend's float32
             bound.arguments["dtype"] = backend.dtype(dtype or "float32") \
                 if dtype is None or isinstance(dtype, str) else dtype
         if "device" in signature.parameters and device is not None:

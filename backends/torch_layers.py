@@ -163,7 +163,8 @@ class RotaryEmbedding(nn.Module):
         self.config = {"base": base, "layout": layout, "rotary_dim": rotary_dim,
                        "scaling": scaling, "seq_len": seq_len}
         _params.choice("layout", layout, _rotary.LAYOUTS)
-        self.head_dim = None if head_dim is None else operator.index(head_dim)
+        self.head_dim = None if head_dim is None else _params.integer("head_dim", head_dim,
+                                                                       minimum=2)
         self.max_positions = max_positions
         self._schedule = None
         if self.head_dim is not None:
@@ -220,11 +221,11 @@ class RotaryEmbedding(nn.Module):
             return None
         seq = operator.index(x.shape[-2])
         if isinstance(offset, torch.Tensor):
-            if offset.ndim != 0 or offset.dtype.is_floating_point:
+            if offset.ndim != 0 or offset.dtype.is_floating_point or offset.dtype == torch.bool:
                 raise ParameterError(f"offset must be an int or a 0-d integer tensor, got a "
                                      f"{offset.dtype} tensor of shape {tuple(offset.shape)}")
             return torch.arange(seq, device=x.device) + offset.to(x.device)
-        offset = operator.index(offset)
+        offset = _params.integer("offset", offset)
         return torch.arange(offset, offset + seq, device=x.device)
 
     def _uses_table(self, x: torch.Tensor, positions: Any) -> bool:
@@ -261,6 +262,9 @@ class RotaryEmbedding(nn.Module):
             positions = torch.arange(operator.index(q.shape[-2]), device=q.device)
         xp = _xp.namespace(x=q, positions=positions, k=k)
         _, positions = _rotary.array_inputs(xp, q, positions)
+        if self.head_dim is not None and q.shape[-1] != self.head_dim:
+            raise ParameterError(f"x.shape[-1]={q.shape[-1]} but this RotaryEmbedding has "
+                                 f"head_dim={self.head_dim}")
         if k is not None:
             _check_pair(q, k)
         if self._uses_table(q, positions):

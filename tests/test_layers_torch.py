@@ -187,6 +187,20 @@ def test_rotary_table_bounds_and_argument_errors() -> None:
         rotary(x, torch.arange(3), out=torch.empty(1, 2, 3, 4))
     with pytest.raises(posenc.ParameterError, match="inplace=True or out="):
         rotary(x, torch.arange(3), inplace=True, out=torch.empty_like(x))
+    with pytest.raises(posenc.ParameterError, match=r"head_dim must be an int, got 8.0"):
+        pe.RotaryEmbedding(8.0)
+    for offset in (2.0, True):
+        with pytest.raises(posenc.ParameterError, match=rf"offset must be an int, got {offset}"):
+            rotary(x, offset=offset)
+    with pytest.raises(posenc.ParameterError, match=r"got a torch.bool tensor"):
+        rotary(x, offset=torch.tensor(True))
+    # the width is checked on every path, not only where the tables are read
+    with pytest.raises(posenc.ParameterError, match=r"x.shape\[-1\]=6 .* head_dim=8"):
+        pe.RotaryEmbedding(8)(torch.randn(1, 2, 3, 6))
+    with pytest.raises(posenc.ParameterError, match=r"x.shape\[-1\]=6 .* head_dim=8"):
+        rotary(torch.randn(1, 2, 3, 6, dtype=torch.float64), torch.arange(3))
+    with pytest.raises(posenc.ParameterError, match=r"scaling\['rope_type'\] must be a string"):
+        pe.rope_frequencies(8, scaling={"rope_type": ["linear"]})
     with pytest.raises(posenc.MixedArrayLibrariesError):
         rotary(x, np.arange(3))
     with pytest.raises(posenc.ParameterError, match="x must have a real floating dtype"):

@@ -72,6 +72,9 @@ def schedule_type(scaling: Mapping[str, Any] | None) -> str:
     if not isinstance(scaling, Mapping):
         raise ParameterError(f"scaling must be a dict (a transformers rope_scaling / "
                              f"rope_parameters), got {scaling!r} ({type(scaling).__name__})")
+    for key in ("rope_type", "type"):
+        if key in scaling and not isinstance(scaling[key], str):
+            raise ParameterError(f"scaling[{key!r}] must be a string, got {scaling[key]!r}")
     names = {scaling[k] for k in ("rope_type", "type") if k in scaling}
     if len(names) > 1:
         raise ParameterError(f"scaling has rope_type={scaling['rope_type']!r} and "
