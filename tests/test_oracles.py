@@ -235,8 +235,15 @@ def test_rope_vs_onnx_reference(name):
 # 3. keras-hub SinePositionEncoding (interleaved sinusoidal table)
 # --------------------------------------------------------------------------------------------
 
-KERAS_CASES = _cases("sinusoidal",
-                     lambda p: p["layout"] == "interleaved" and p["padding_idx"] is None)
+KERAS_CASES = _cases("sinusoidal", lambda p: p["layout"] == "interleaved")
+
+
+def _zero_padding_rows(table: np.ndarray, positions: np.ndarray, padding_idx) -> np.ndarray:
+    """fairseq's padding rule on top of a peer without padding_idx: the rows of positions equal
+    to padding_idx are zeros, every other row (positions below padding_idx too) is the peer's."""
+    if padding_idx is None:
+        return table
+    return np.where((positions == padding_idx)[..., None], 0.0, table)
 
 
 @pytest.fixture(scope="module")
@@ -268,10 +275,30 @@ def test_sinusoidal_interleaved_vs_keras_hub(name, keras_hub):
         pytest.skip("positions are not arange(n) and this keras-hub's SinePositionEncoding "
                     "takes no positions argument")
     got = np.asarray(ops.convert_to_numpy(out), dtype=np.float64).reshape(case.output.shape)
+    got = _zero_padding_rows(got, positions, params["padding_idx"])
     # float32 compute: the angle k * omega_i has an error of a few eps32 * k (omega_0 = 1)
     atol = 1e-6 + 4 * F32_EPS * float(np.max(np.abs(flat), initial=0))
     np.testing.assert_allclose(got, case.output, rtol=0, atol=atol,
                                err_msg=f"sinusoidal/{name} vs keras_hub SinePositionEncoding")
+
+
+MARIAN_CASES = _cases("sinusoidal", lambda p: p["layout"] == "concat" and p["base"] == 10000.0)
+
+
+@pytest.mark.parametrize("name", MARIAN_CASES)
+def test_sinusoidal_concat_vs_transformers_marian(name):
+    """transformers' MarianSinusoidalPositionalEmbedding table (sin half, then cos half; base
+    10000 fixed), computed in float64 and stored in float32; padding_idx as fairseq's rule."""
+    torch = pytest.importorskip("torch")
+    marian = pytest.importorskip("transformers.models.marian.modeling_marian")
+    case, params = _load("sinusoidal", name)
+    positions = case.inputs["positions"]
+    layer = marian.MarianSinusoidalPositionalEmbedding(int(positions.max()) + 1, params["dim"])
+    with torch.no_grad():
+        table = layer.create_weight().to(torch.float64).numpy()
+    expected = _zero_padding_rows(table[positions], positions, params["padding_idx"])
+    np.testing.assert_allclose(case.output, expected, rtol=0, atol=F32_EPS,
+                               err_msg=f"sinusoidal/{name} vs transformers Marian table")
 
 
 # --------------------------------------------------------------------------------------------
