@@ -17,7 +17,7 @@ _IMPL = public_functions()
 
 
 def _naive_phases(xp: Any, positions: Any, inv_freq: np.ndarray, *, compute: Any,
-                  device: Any) -> Any:
+                  device: Any, integral: bool = False) -> Any:
     return positions * xp.asarray(np.asarray(inv_freq), dtype=compute)
 
 
