@@ -38,6 +38,36 @@ def test_bad_inputs(pe, args, kwargs, message) -> None:
         pe.attention(*args, **kwargs)
 
 
+def _numpy(pe, out) -> np.ndarray:
+    from posenc.backends import get_backend
+
+    return get_backend(pe.__name__.rsplit(".", 1)[-1]).to_numpy(out)
+
+
+def test_no_keys_give_zero_rows(pe) -> None:
+    """k_len = 0: every query has all its (no) keys masked, so its row is zero (the documented
+    convention), shape [..., q_len, d_v] in q's dtype, with or without a mask and bias."""
+    q, k, v = np.ones((2, 3, 4), np.float32), np.ones((2, 0, 4), np.float32), \
+        np.ones((2, 0, 5), np.float32)
+    for kwargs in ({}, {"mask": np.ones((3, 0), bool)}, {"bias": np.ones((2, 3, 0), np.float32)},
+                   {"scale": 0.5}):
+        out = pe.attention(q, k, v, **kwargs)
+        assert "float32" in str(out.dtype)
+        np.testing.assert_array_equal(_numpy(pe, out), np.zeros((2, 3, 5), np.float32))
+
+
+def test_zero_width_queries_need_an_explicit_scale(pe) -> None:
+    """d = 0 has no default scale 1/sqrt(d): a clear error naming q's shape; with a scale the
+    scores are all 0, so each query averages the values (by hand: the mean of v's rows)."""
+    q, k = np.ones((3, 0)), np.ones((2, 0))
+    v = np.arange(10.0).reshape(2, 5)
+    with pytest.raises(ParameterError, match=r"q has shape \(3, 0\): its last dim d = 0 has no "
+                                             r"default scale 1/sqrt\(d\); pass scale explicitly"):
+        pe.attention(q, k, v)
+    out = _numpy(pe, pe.attention(q, k, v, scale=1.0))
+    np.testing.assert_allclose(out, np.broadcast_to(v.mean(axis=0), (3, 5)))
+
+
 def test_mixed_dtypes() -> None:
     import posenc
 

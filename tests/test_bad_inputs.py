@@ -71,6 +71,28 @@ def test_learned_out_of_range_names_the_position(pe) -> None:
         pe.learned([[0, -1]], table)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint8", "uint16"])
+def test_learned_narrow_integer_positions(pe, dtype) -> None:
+    """Narrow positions give the rows of the same int64 positions on every backend (torch's
+    index_select and TensorFlow's gather refuse them as indices), and the range check still
+    names the value."""
+    from posenc.backends import get_backend
+
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    table = np.arange(12.0, dtype=np.float32).reshape(6, 2)
+    values = np.array([[0, 5], [3, 1]])
+    native = backend.from_numpy(values, dtype, None)
+    assert dtype in str(native.dtype)
+    out = posenc.learned(native, backend.from_numpy(table, "float32", None))
+    np.testing.assert_array_equal(backend.to_numpy(out), table[values])
+    far = backend.from_numpy(np.array([0, 100]), dtype, None)
+    with pytest.raises(PositionOutOfRangeError, match=r"positions contains 100, outside the "
+                                                      r"valid range \[0, 6\)"):
+        posenc.learned(far, backend.from_numpy(table, "float32", None))
+    clipped = posenc.learned(far, backend.from_numpy(table, "float32", None), out_of_range="clip")
+    np.testing.assert_array_equal(backend.to_numpy(clipped), table[[0, 5]])
+
+
 def test_learned_bad_arguments(pe) -> None:
     with pytest.raises(ParameterError, match=r"table must have shape \[max_len, dim\], got shape "
                                              r"\(10,\)"):

@@ -90,6 +90,82 @@ def test_bucket_range_is_checked_in_eager_mode() -> None:
         posenc.deberta_bucket(np.array([-1600]), bucket_size=66, max_position=35)
 
 
+def _native(pe, values: np.ndarray, dtype: str):
+    """``values`` as a ``dtype`` array of pe's framework (skipped where it has none), passed to
+    posenc's functions directly (pe's functions convert NumPy integers to the index dtype)."""
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    out = backend.from_numpy(values, dtype, None)
+    if not np.array_equal(backend.to_numpy(out), values) or dtype not in str(out.dtype):
+        pytest.skip(f"{backend.name} holds no {dtype} array here")
+    return backend, out
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+@pytest.mark.parametrize(("bucket_size", "max_position", "clamp"),
+                         [(256, 512, "transformers"), (8, 16, "transformers"),
+                          (64, 512, "original"), (32, 100, "transformers")])
+def test_bucket_narrow_integers_match_the_reference(pe, dtype, bucket_size, max_position,
+                                                    clamp) -> None:
+    """int8/int16 distances get the buckets of the same distances in Python integers (the
+    NumPy reference): mid + count and the comparison with mid must not wrap in the narrow dtype."""
+    import posenc
+    from posenc.reference import deberta as reference
+
+    top = np.iinfo(dtype).max
+    values = np.unique(np.concatenate([np.arange(-130, 131), [-top, -top + 1, top - 1, top]])
+                       .clip(-top, top)).astype(dtype)
+    backend, rel = _native(pe, values, dtype)
+    out = posenc.deberta_bucket(rel, bucket_size=bucket_size, max_position=max_position,
+                                clamp=clamp)
+    assert dtype in str(out.dtype)
+    expected = reference.deberta_bucket(values, bucket_size=bucket_size,
+                                        max_position=max_position, clamp=clamp)
+    np.testing.assert_array_equal(backend.to_numpy(out), expected)
+
+
+def test_bucket_beyond_the_dtype_is_refused(pe) -> None:
+    """A configuration whose buckets outgrow int8 (|r| = 127 is bucket 2479 here) is refused
+    for int8 distances, naming the parameters and the dtype, instead of wrapping."""
+    import posenc
+    from posenc.reference import deberta as reference
+
+    assert reference.bucket(127, 200, 102, "transformers") > 127
+    _, rel = _native(pe, np.array([1, -1], np.int8), "int8")
+    with pytest.raises(ParameterError, match=r"bucket_size=200 and max_position=102 \(clamp="
+                                             r"'transformers'\) give buckets up to ±\d+ for int8 "
+                                             r"relative positions, beyond the int8 range"):
+        posenc.deberta_bucket(rel, bucket_size=200, max_position=102)
+    # clamped to ±101 first, the buckets stay within ±199: still beyond int8
+    with pytest.raises(ParameterError, match=r"clamp='original'\) give buckets up to ±199 for "
+                                             r"int8"):
+        posenc.deberta_bucket(rel, bucket_size=200, max_position=102, clamp="original")
+
+
+def test_scores_zero_width_queries_need_an_explicit_scale(pe) -> None:
+    q, k = np.ones((3, 0)), np.ones((2, 0))
+    with pytest.raises(ParameterError, match=r"q has shape \(3, 0\): its last dim d = 0 has no "
+                                             r"default scale"):
+        pe.deberta_scores(q, k)
+    out = get_backend(pe.__name__.rsplit(".", 1)[-1]).to_numpy(pe.deberta_scores(q, k, scale=1.0))
+    np.testing.assert_array_equal(out, np.zeros((3, 2)))  # empty dot products
+
+
+def test_bucket_traced_dtype_minimum_gets_the_last_bucket() -> None:
+    """Inside jax.jit the range cannot be checked: the int32 minimum, whose magnitude int32 does
+    not hold, gets the last bucket of the table (that of −(2**31 − 1)), not a wrapped value."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import posenc
+
+    edge = np.array([-(2**31) + 1, 2**31 - 1], np.int64)
+    expected = np.asarray(posenc.deberta_bucket(edge))  # eager, in int64
+    rel = jnp.asarray(np.array([-(2**31), 2**31 - 1]), dtype=jnp.int32)
+    out = jax.jit(posenc.deberta_bucket)(rel)
+    assert out.dtype == jnp.int32
+    np.testing.assert_array_equal(np.asarray(out), expected)
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [

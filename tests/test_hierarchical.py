@@ -65,6 +65,29 @@ def test_bad_table_and_policy(pe) -> None:
         pe.hierarchical([0], TABLE, out_of_range="wrap")
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint8", "uint16"])
+def test_narrow_integer_positions(pe, dtype) -> None:
+    """Narrow positions give the rows of the same int64 positions on every backend (torch's
+    index_select and TensorFlow's gather refuse them as indices; position // n and % n must not
+    wrap either), and the range check still names the value."""
+    from posenc.backends import get_backend
+
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    table = backend.from_numpy(TABLE, "float32", None)
+    values = np.array([[0, 7], [8, 63], [20, 45]])
+    native = backend.from_numpy(values, dtype, None)
+    assert dtype in str(native.dtype)
+    expected = posenc.hierarchical(values.astype(np.int64), TABLE.astype(np.float32))
+    np.testing.assert_array_equal(backend.to_numpy(posenc.hierarchical(native, table)), expected)
+    far = backend.from_numpy(np.array([0, 100]), dtype, None)
+    with pytest.raises(PositionOutOfRangeError, match=r"positions contains 100, outside the "
+                                                      r"valid range \[0, 64\)"):
+        posenc.hierarchical(far, table)
+    clipped = posenc.hierarchical(far, table, out_of_range="clip")
+    np.testing.assert_array_equal(backend.to_numpy(clipped),
+                                  posenc.hierarchical(np.array([0, 63]), TABLE.astype(np.float32)))
+
+
 def test_positions_must_be_integers(pe) -> None:
     with pytest.raises(ParameterError, match=r"positions must have an integer dtype, got float"):
         pe.hierarchical([0.0, 1.0], TABLE)

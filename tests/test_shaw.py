@@ -107,6 +107,37 @@ def test_bad_attention_inputs(pe, args, kwargs, message) -> None:
         pe.shaw_attention(*args, **kwargs)
 
 
+def test_no_keys_give_an_empty_result(pe) -> None:
+    """k_len = 0 (hence q_len = 0, queries sit at the end of the keys): an empty
+    [..., 0, d_v] result in q's dtype, with the value term and a mask too."""
+    from posenc.backends import get_backend
+
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    q, k, v = (np.ones(shape, np.float32) for shape in ((2, 0, 4), (2, 0, 4), (2, 0, 6)))
+    tk, tv = TK.astype(np.float32), TV.astype(np.float32)
+    for kwargs in ({}, {"mask": np.ones((0, 0), bool)}):
+        for table_v in (None, tv):
+            out = pe.shaw_attention(q, k, v, tk, table_v, max_relative_position=2, **kwargs)
+            assert "float32" in str(out.dtype)
+            assert backend.to_numpy(out).shape == (2, 0, 6)
+    assert backend.to_numpy(pe.shaw_scores(q, k, tk, max_relative_position=2)).shape == (2, 0, 0)
+
+
+def test_zero_width_queries_need_an_explicit_scale(pe) -> None:
+    from posenc.backends import get_backend
+
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    q, k, v = np.ones((3, 0)), np.ones((3, 0)), np.arange(15.0).reshape(3, 5)
+    with pytest.raises(ParameterError, match=r"q has shape \(3, 0\): its last dim d = 0 has no "
+                                             r"default scale"):
+        pe.shaw_scores(q, k, np.ones((5, 0)), max_relative_position=2)
+    with pytest.raises(ParameterError, match=r"q has shape \(3, 0\)"):
+        pe.shaw_attention(q, k, v, np.ones((5, 0)), max_relative_position=2)
+    # scores all 0: every query averages the values (by hand: the mean of v's rows)
+    out = pe.shaw_attention(q, k, v, np.ones((5, 0)), max_relative_position=2, scale=1.0)
+    np.testing.assert_allclose(backend.to_numpy(out), np.broadcast_to(v.mean(axis=0), (3, 5)))
+
+
 # -- row tables typed by hand from the definition row = clip(j − p_i, −K, K) + K -----------------
 
 def _row_table(pe, q_len: int, k_len: int, K: int) -> np.ndarray:

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+import posenc
 from posenc import golden
 from posenc.backends import get_backend
 from posenc.catalog import specs
@@ -81,6 +82,85 @@ def test_bucket_non_integer_positions(pe, rel, message) -> None:
 def test_bias_bad_inputs(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.t5_bias(*args, **kwargs)
+
+
+# -- narrow and extreme integers: |rel| and −rel overflow at a dtype's minimum, and a bucket
+# beyond the dtype's range would wrap when cast back; expected buckets come from the NumPy
+# reference (Python integers, exact) --------------------------------------------------------------
+def _native(pe, values: np.ndarray, dtype: str):
+    """``values`` as a ``dtype`` array of pe's framework (skipped where it has no such dtype,
+    e.g. int64 in JAX without x64), passed to posenc's functions directly (pe's functions
+    convert NumPy integers to the backend's index dtype)."""
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    out = backend.from_numpy(values, dtype, None)
+    if not np.array_equal(backend.to_numpy(out), values) or dtype not in str(out.dtype):
+        pytest.skip(f"{backend.name} holds no {dtype} array here")
+    return backend, out
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_bucket_extreme_integers_of_every_width(pe, dtype, bidirectional) -> None:
+    from posenc.reference import t5 as reference
+
+    info = np.iinfo(dtype)
+    values = np.array([v for v in (info.min, info.min + 1, -(2**31), -1000, -129, -128, -127,
+                                   -91, -90, -1, 0, 1, 90, 91, 127, 128, 2**31 - 1, info.max - 1,
+                                   info.max) if info.min <= v <= info.max], dtype=dtype)
+    backend, rel = _native(pe, values, dtype)
+    out = posenc.t5_bucket(rel, bidirectional=bidirectional)
+    assert dtype in str(out.dtype)
+    expected = reference.t5_bucket(values, bidirectional=bidirectional, num_buckets=32,
+                                   max_distance=128)
+    np.testing.assert_array_equal(backend.to_numpy(out), expected)
+
+
+def test_bucket_as_many_buckets_as_int8_holds(pe) -> None:
+    """128 buckets (up to 127) fit int8 exactly: every int8 distance against the reference."""
+    from posenc.reference import t5 as reference
+
+    values = np.arange(-128, 128, dtype=np.int8)
+    backend, rel = _native(pe, values, "int8")
+    for bidirectional in (True, False):
+        out = posenc.t5_bucket(rel, bidirectional=bidirectional, num_buckets=128,
+                               max_distance=1000)
+        expected = reference.t5_bucket(values, bidirectional=bidirectional, num_buckets=128,
+                                       max_distance=1000)
+        np.testing.assert_array_equal(backend.to_numpy(out), expected)
+
+
+def test_bucket_beyond_the_dtype_is_refused(pe) -> None:
+    """Bucket 261 (of 512) does not fit int8: an error naming num_buckets and the dtype, not a
+    wrapped bucket."""
+    _, rel = _native(pe, np.array([5, -5], np.int8), "int8")
+    with pytest.raises(ParameterError, match=r"num_buckets=512 gives buckets up to 511, beyond "
+                                             r"the int8 range of the result"):
+        posenc.t5_bucket(rel, num_buckets=512, max_distance=1000)
+    backend, rel = _native(pe, np.array([5, -5], np.int16), "int16")
+    out = posenc.t5_bucket(rel, num_buckets=512, max_distance=1000)
+    # by hand: 5 < max_exact = 128 is its own bucket, in the upper half (256 + 5) after the query
+    np.testing.assert_array_equal(backend.to_numpy(out), [261, 5])
+
+
+@pytest.mark.parametrize("query_offset", [2**63, 2**31 - 4])
+def test_bias_query_offset_beyond_int32_is_refused(pe, query_offset) -> None:
+    with pytest.raises(ParameterError, match=rf"query_offset={query_offset}, q_len=1 and k_len=3: "
+                                             r"query_offset \+ q_len \+ k_len = \d+ must be <= "
+                                             r"2\*\*31 − 1 = 2147483647"):
+        pe.t5_bias(1, 3, TABLE, query_offset=query_offset)
+
+
+def test_bias_at_the_largest_query_offset(pe) -> None:
+    from posenc.reference import t5 as reference
+
+    table = np.arange(64, dtype=np.float64).reshape(32, 2)
+    offset = 2**31 - 1 - 4
+    backend = get_backend(pe.__name__.rsplit(".", 1)[-1])
+    for bidirectional in (True, False):
+        out = pe.t5_bias(1, 3, table, query_offset=offset, bidirectional=bidirectional)
+        expected = reference.t5_bias(table, q_len=1, k_len=3, bidirectional=bidirectional,
+                                     num_buckets=32, max_distance=128, query_offset=offset)
+        np.testing.assert_array_equal(backend.to_numpy(out), expected)
 
 
 def test_dtype_shape_and_empty_results(pe) -> None:

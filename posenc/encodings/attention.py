@@ -19,8 +19,11 @@ def attention(
 
     ``q`` ``[..., q_len, d]``, ``k`` ``[..., k_len, d]``, ``v`` ``[..., k_len, d_v]`` (leading
     dims broadcast). ``bias`` (float) and ``mask`` (bool, True = may attend) broadcast against
-    ``[..., q_len, k_len]``. ``scale`` defaults to ``1/sqrt(d)``. A query whose keys are all
-    masked gives a zero row. Scores and softmax run in float32 (float64 for float64 inputs).
+    ``[..., q_len, k_len]``. ``scale`` defaults to ``1/sqrt(d)``; with ``d = 0`` there is no
+    default and ``scale`` must be given (the scores are then all 0, a :class:`ParameterError`
+    otherwise). A query whose keys are all masked gives a zero row, and so does every query
+    when ``k_len = 0`` (zeros ``[..., q_len, d_v]``). Scores and softmax run in float32 (float64
+    for float64 inputs).
     """
     xp = _xp.namespace(q=q, k=k, v=v, bias=bias, mask=mask)
     for name, a in (("q", q), ("k", k), ("v", v)):
@@ -57,6 +60,11 @@ def attention(
         raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
                              f"{_xp.dtype_name(mask.dtype)}")
 
+    if scale is None and int(q.shape[-1]) == 0:
+        raise ParameterError(
+            f"q has shape {tuple(q.shape)}: its last dim d = 0 has no default scale 1/sqrt(d); "
+            "pass scale explicitly (the scores are then all 0)")
+
     compute = _xp.compute_dtype(xp, q.dtype)
     s = 1.0 / math.sqrt(int(q.shape[-1])) if scale is None else float(scale)
     qc, kc, vc = (xp.astype(a, compute, copy=False) for a in (q, k, v))
@@ -69,7 +77,10 @@ def attention(
 
 def softmax_where(xp: ModuleType, scores: Any, mask: Any) -> Any:
     """Softmax over the last axis of ``scores`` where ``mask`` (bool, None: everywhere); a row
-    with every entry masked is all zeros, not NaN."""
+    with every entry masked is all zeros, not NaN, and so is a row of no entries (k_len = 0:
+    the empty weights, whose product with the values is a zero row)."""
+    if scores.shape[-1] == 0:
+        return scores  # nothing to normalise (and max over an empty axis is undefined)
     if mask is not None:
         minus_inf = _xp.asarray(xp, -math.inf, dtype=scores.dtype,
                                 device=_xp.device_of(scores))

@@ -141,13 +141,22 @@ def _thresholds(mid: int, max_position: int, limit: int) -> tuple[np.ndarray, in
 
 
 def _bucket(xp: Any, rel: Any, mid: int, max_position: int, clamp: str, limit: int) -> Any:
-    """Log buckets of the signed integer array ``rel`` (same dtype), exact for distances
-    within the table built up to ``limit`` (see :func:`_thresholds`)."""
+    """Log buckets of the signed integer array ``rel``, exact for distances within the table
+    built up to ``limit`` (see :func:`_thresholds`); larger distances get the table's last
+    bucket. Computed in at least 32-bit integers, on distances clipped to the table's reach
+    (nothing overflows, even at the dtype's minimum); the result is in that wider dtype."""
+    if int(xp.iinfo(rel.dtype).max) < SUPPORTED:
+        rel = xp.astype(rel, xp.int32)  # int8/int16: mid + count would wrap
+    reach = min(limit, SUPPORTED)
     if clamp == "original":
-        if max_position - 1 < int(xp.iinfo(rel.dtype).max):
-            rel = xp.clip(rel, -(max_position - 1), max_position - 1)
-        limit = min(limit, max_position - 1)
-    starts, _ = _thresholds(mid, max_position, min(limit, SUPPORTED))
+        reach = min(reach, max_position - 1)
+    # distances beyond reach lie outside the table (eager calls refuse them, deberta_scores has
+    # none) and get its last bucket either way; with clamp="original" this is the clamp. No
+    # other distance changes, and −reach fits the dtype, so abs() cannot overflow
+    rel = xp.clip(rel, -reach, reach)
+    if mid >= reach:  # no distance reaches a logarithmic bucket
+        return rel
+    starts, _ = _thresholds(mid, max_position, reach)
     a = xp.abs(rel)
     if starts.size:
         table = _xp.asarray(xp, starts, dtype=rel.dtype, device=_xp.device_of(rel))
@@ -156,6 +165,16 @@ def _bucket(xp: Any, rel: Any, mid: int, max_position: int, clamp: str, limit: i
         count = xp.zeros_like(a)
     magnitude = xp.where(a <= mid, a, count + mid)
     return xp.where(rel < 0, -magnitude, magnitude)
+
+
+def _largest_bucket(mid: int, max_position: int, clamp: str, reach: int) -> int:
+    """The largest bucket magnitude :func:`_bucket` gives for distances up to ``reach``."""
+    if clamp == "original":
+        reach = min(reach, max_position - 1)
+    if reach <= mid:
+        return reach
+    starts, _ = _thresholds(mid, max_position, reach)
+    return mid + int(starts.size)  # the table holds the starts up to reach
 
 
 def _signed_integers(xp: Any, name: str, value: Any) -> Any:
@@ -192,6 +211,15 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
     _params.choice("clamp", clamp, CLAMPS)
     rel = _signed_integers(xp, "relative_position", relative_position)
     limit = int(xp.iinfo(rel.dtype).max)
+    # at most mid + MAX_THRESHOLDS: only narrow dtypes (or a huge mid) need the table here
+    largest = 0 if mid + MAX_THRESHOLDS <= limit else _largest_bucket(
+        mid, max_position, clamp, min(limit, SUPPORTED))
+    if largest > limit:
+        raise ParameterError(
+            f"bucket_size={2 * mid} and max_position={max_position} (clamp={clamp!r}) give "
+            f"buckets up to ±{largest} for {_xp.dtype_name(rel.dtype)} relative positions, "
+            f"beyond the {_xp.dtype_name(rel.dtype)} range of the result: pass a wider "
+            "integer dtype")
     if not _xp.is_traced(rel) and math.prod(tuple(rel.shape)) > 0:
         lo, hi = int(xp.min(rel)), int(xp.max(rel))
         reach = min(limit, SUPPORTED)
@@ -202,7 +230,8 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
         for value in (lo, hi):
             if abs(value) > covered:
                 _xp.raise_out_of_range("relative_position", value, -covered, covered + 1)
-    return _bucket(xp, rel, mid, max_position, clamp, limit)
+    out = _bucket(xp, rel, mid, max_position, clamp, limit)
+    return xp.astype(out, rel.dtype, copy=False)
 
 
 def _check_arrays(xp: Any, arrays: dict[str, Any]) -> None:
@@ -242,7 +271,7 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
     projected ``P W_{K,r}``) and ``rel_q`` (position-to-content, ``P W_{Q,r}``) are
     ``[..., 2·span, d]``; leading dims broadcast (e.g. per-head tables ``[heads, 2·span, d]``).
     A missing table drops its term. ``s = 1/sqrt(d·(1 + number of tables))`` unless ``scale``
-    is given. Computed in float32 (float64 for float64 inputs), cast back.
+    is given (it must be when ``d = 0``). Computed in float32 (float64 for float64 inputs), cast back.
     """
     xp = _xp.namespace(q=q, k=k, rel_k=rel_k, rel_q=rel_q)
     arrays = {n: a for n, a in (("q", q), ("k", k), ("rel_k", rel_k), ("rel_q", rel_q))
@@ -274,6 +303,10 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
 
     terms = (rel_k is not None) + (rel_q is not None)
     d = int(q.shape[-1])
+    if scale is None and d == 0:
+        raise ParameterError(
+            f"q has shape {tuple(q.shape)}: its last dim d = 0 has no default scale "
+            "1/sqrt(d·(1 + number of tables)); pass scale explicitly (the scores are then all 0)")
     s = 1.0 / math.sqrt(d * (1 + terms)) if scale is None else float(scale)
     compute = _xp.compute_dtype(xp, q.dtype)
     qc, kc = xp.astype(q, compute, copy=False), xp.astype(k, compute, copy=False)

@@ -84,6 +84,10 @@ def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any
                 f"{name} has shape {tuple(t.shape)}, expected width {width} "
                 f"(the last dim of {width_of})")
     d = int(q.shape[-1])
+    if scale is None and d == 0:
+        raise ParameterError(
+            f"q has shape {tuple(q.shape)}: its last dim d = 0 has no default scale 1/sqrt(d); "
+            "pass scale explicitly (the scores are then all 0)")
     return K, (1.0 / math.sqrt(d) if scale is None else float(scale))
 
 
@@ -158,7 +162,8 @@ def shaw_scores(
     shared by every pair, i.e. no position information). The relative distance is
     key − query (Shaw/tensor2tensor). Queries are aligned to the end of the keys (KV cache):
     query row r sits at position ``p_r = k_len − q_len + r``; ``q_len > k_len`` is an error.
-    ``scale`` defaults to ``1/sqrt(d)``. Computed in float32 (float64 for float64 inputs).
+    ``scale`` defaults to ``1/sqrt(d)`` (with ``d = 0`` it must be given: the scores are then
+    0). Computed in float32 (float64 for float64 inputs).
     """
     xp = _xp.namespace(q=q, k=k, table_k=table_k)
     K, s = _validate(xp, {"q": q, "k": k}, table_k, None, max_relative_position, scale)
@@ -180,7 +185,8 @@ def shaw_attention(
     ``v`` ``[..., k_len, d_v]``; ``table_v`` ``[2K + 1, d_v]`` or None (no value term, as in
     transformers' ``relative_key``). ``mask`` (bool, True = may attend) broadcasts against
     ``[..., q_len, k_len]`` and is applied after the relative term, as in
-    :func:`posenc.attention`; a query with every key masked gives a zero row. Positions and
+    :func:`posenc.attention`; a query with every key masked gives a zero row (k_len = 0, hence
+    q_len = 0, gives an empty ``[..., 0, d_v]``). Positions and
     conventions as in :func:`shaw_scores`. Computed in float32 (float64 for float64 inputs).
     """
     xp = _xp.namespace(q=q, k=k, v=v, table_k=table_k, table_v=table_v, mask=mask)

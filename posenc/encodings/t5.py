@@ -20,6 +20,9 @@ from ..layers import Layer, Weight, normal
 
 __all__ = ["t5_bias", "t5_bucket"]
 
+# query_offset + q_len + k_len must stay within int32 (JAX without x64 has no wider integer)
+INDEX_LIMIT = 2**31 - 1
+
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
@@ -79,18 +82,36 @@ def bucket_starts(per_side: int, max_distance: int) -> tuple[int, ...]:
 
 
 def _buckets(xp: Any, rel: Any, bidirectional: bool, per_side: int, max_distance: int,
-             device: Any) -> Any:
-    """Buckets of the integer array ``rel``, in the default integer dtype of ``searchsorted``."""
+             device: Any, *, bounded: bool = False) -> Any:
+    """Buckets of the integer array ``rel``, in the default integer dtype of ``searchsorted``.
+
+    Exact for every value of every signed dtype: ``n = |rel|`` (and ``−rel``) overflows at the
+    dtype's minimum, so distances are compared as ``n − 1``, which always fits, against the
+    bucket starts minus one. ``bounded``: the caller guarantees ``|rel| <= 2**31 − 1`` in a
+    dtype of at least 32 bits (t5_bias checks its lengths), so ``n`` is computed directly,
+    in fewer operations.
+    """
+    if int(xp.iinfo(rel.dtype).max) < 2**31 - 1:
+        rel = xp.astype(rel, xp.int32)  # int8/int16: searchsorted in a dtype every backend takes
     starts = bucket_starts(per_side, max_distance)
+    shift = 0 if bounded else 1
     limit = int(xp.iinfo(rel.dtype).max)
-    # a start beyond the dtype's range (int32 with a huge max_distance) is never reached
-    starts_array = _xp.asarray(xp, [s for s in starts if s <= limit], dtype=rel.dtype,
-                               device=device)
-    zero = xp.zeros_like(rel)
-    if bidirectional:
-        n = xp.abs(rel)
+    # n − shift <= limit; a start beyond (int32 with a huge max_distance) is never reached
+    starts_array = _xp.asarray(xp, [s - shift for s in starts if s - shift <= limit],
+                               dtype=rel.dtype, device=device)
+    if bounded:
+        n = xp.abs(rel) if bidirectional else xp.where(rel < 0, -rel, xp.zeros_like(rel))
     else:
-        n = xp.where(rel < 0, -rel, zero)
+        before = rel < 0
+        minus_one = xp.full_like(rel, -1)
+        # keys before the query: n − 1 = −(rel + 1), with rel + 1 in [min + 1, 0]
+        below = -(xp.where(before, rel, minus_one) + 1)
+        if bidirectional:
+            # keys at or after the query: n − 1 = rel − 1, with rel in [0, max]
+            at_or_after = xp.where(before, xp.zeros_like(rel), rel) - 1
+        else:
+            at_or_after = minus_one  # later keys: n = 0, bucket 0
+        n = xp.where(before, below, at_or_after)  # n − 1
     bucket = xp.searchsorted(starts_array, n, side="right")
     if bidirectional:
         after = xp.astype(rel > 0, bucket.dtype) * per_side  # keys after the query: upper half
@@ -119,6 +140,12 @@ def t5_bucket(relative_position: Any, *, bidirectional: bool = True, num_buckets
         raise ParameterError(
             "relative_position must have a signed integer dtype (key − query distances), got "
             f"{_xp.dtype_name(rel.dtype)}")
+    top = int(xp.iinfo(rel.dtype).max)
+    if num_buckets - 1 > top:
+        raise ParameterError(
+            f"num_buckets={num_buckets} gives buckets up to {num_buckets - 1}, beyond the "
+            f"{_xp.dtype_name(rel.dtype)} range of the result (relative_position's dtype, "
+            f"largest {top}): pass a wider integer dtype")
     out = _buckets(xp, rel, bidirectional, per_side, max_distance, _xp.device_of(rel))
     return xp.astype(out, rel.dtype, copy=False)
 
@@ -139,6 +166,11 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     q_len = _params.integer("q_len", q_len, minimum=0)
     k_len = _params.integer("k_len", k_len, minimum=0)
     query_offset = _params.integer("query_offset", query_offset, minimum=0)
+    if query_offset + q_len + k_len > INDEX_LIMIT:
+        raise ParameterError(
+            f"query_offset={query_offset}, q_len={q_len} and k_len={k_len}: query_offset + "
+            f"q_len + k_len = {query_offset + q_len + k_len} must be <= 2**31 − 1 = "
+            f"{INDEX_LIMIT} (the distances are computed in 32-bit integers on some backends)")
     if not hasattr(table, "dtype"):
         raise ParameterError(f"table must be an array, got {type(table).__name__}")
     if table.ndim != 2 or int(table.shape[0]) != num_buckets:
@@ -155,7 +187,8 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     first = -(query_offset + q_len - 1)
     distances = xp.arange(first, k_len - query_offset, **_device_kw(device))
     rows = xp.take(xp.permute_dims(table, (1, 0)),
-                   _buckets(xp, distances, bidirectional, per_side, max_distance, device),
+                   _buckets(xp, distances, bidirectional, per_side, max_distance, device,
+                            bounded=True),
                    axis=1)  # [heads, q_len + k_len - 1], a fresh array
     return _toeplitz(xp, rows, q_len, k_len, device)
 
