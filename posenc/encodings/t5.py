@@ -24,15 +24,9 @@ __all__ = ["t5_bias", "t5_bucket"]
 INDEX_LIMIT = 2**31 - 1
 
 
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ParameterError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
-    return value
-
-
 def _config(bidirectional: Any, num_buckets: Any, max_distance: Any) -> tuple[bool, int, int]:
     """Validated ``(bidirectional, buckets_per_side, max_distance)``."""
-    bidirectional = _flag("bidirectional", bidirectional)
+    bidirectional = _params.flag("bidirectional", bidirectional)
     num_buckets = _params.integer("num_buckets", num_buckets)
     if bidirectional and num_buckets % 2:
         raise ParameterError(
