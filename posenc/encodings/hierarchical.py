@@ -14,15 +14,6 @@ __all__ = ["hierarchical"]
 POLICIES = ("error", "clip")
 
 
-def _index_dtype(xp: Any, positions: Any) -> Any:
-    """``positions`` as int32 when its dtype is narrower (int8/int16/uint8/uint16): the values
-    are unchanged, and every backend's ``take`` accepts them (torch's index_select wants int32
-    or int64, TensorFlow's gather int16 or wider signed)."""
-    if int(xp.iinfo(positions.dtype).max) < 2**31 - 1:
-        return xp.astype(positions, xp.int32)
-    return positions
-
-
 def _alpha(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(f"alpha must be a number, got {value!r} ({type(value).__name__})")
@@ -50,7 +41,7 @@ def hierarchical(positions: Any, table: Any, *, alpha: float = 0.4, out_of_range
     _params.choice("out_of_range", out_of_range, POLICIES)
     alpha = _alpha(alpha)
     positions, n, dim = _xp.table_and_positions(xp, positions, table, table_shape="[n, dim]")
-    positions = _index_dtype(xp, positions)  # exact: the range check sees the same values
+    positions = _xp.index_dtype(xp, positions)  # exact: the range check sees the same values
     count = n * n
     traced = _xp.is_traced(positions)
     if out_of_range == "error" and not traced:

@@ -12,15 +12,6 @@ __all__ = ["learned"]
 POLICIES = ("error", "clip")
 
 
-def _index_dtype(xp: Any, positions: Any) -> Any:
-    """``positions`` as int32 when its dtype is narrower (int8/int16/uint8/uint16): the values
-    are unchanged, and every backend's ``take`` accepts them (torch's index_select wants int32
-    or int64, TensorFlow's gather int16 or wider signed)."""
-    if int(xp.iinfo(positions.dtype).max) < 2**31 - 1:
-        return xp.astype(positions, xp.int32)
-    return positions
-
-
 def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
     """Rows ``table[positions]``, shape ``[*positions.shape, dim]``, for a ``[max_len, dim]`` table.
 
@@ -35,7 +26,7 @@ def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
     _params.choice("out_of_range", out_of_range, POLICIES)
     positions, max_len, dim = _xp.table_and_positions(xp, positions, table,
                                                       table_shape="[max_len, dim]")
-    positions = _index_dtype(xp, positions)  # exact: the range check sees the same values
+    positions = _xp.index_dtype(xp, positions)  # exact: the range check sees the same values
     traced = _xp.is_traced(positions)
     if out_of_range == "error" and not traced:
         _xp.check_position_range(xp, positions, compute=None, low=0, high=max_len)
