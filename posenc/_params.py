@@ -54,6 +54,18 @@ def positive(name: str, value: Any) -> float:
     return float(value)
 
 
+def scale(value: Any) -> Any:
+    """An optional attention scale: None, or a finite number > 0 (a 0-d array too: layers
+    may hold it as a tensor)."""
+    try:
+        ok = value is None or (not isinstance(value, bool | str) and 0 < value < math.inf)
+    except TypeError:  # a list, a dict, ...
+        ok = False
+    if not ok:
+        raise ParameterError(f"scale={value!r} must be a finite number > 0 (or None)")
+    return value
+
+
 def base(value: Any) -> float:
     """A frequency base: finite and > 1 (base 1 makes every frequency 1)."""
     value = positive("base", value)

@@ -30,6 +30,8 @@ K = np.zeros((2, 5, 4))
         ((Q, K, K), {"mask": np.ones((3, 5))}, r"mask must be boolean \(True = may attend\)"),
         ((Q, K, K), {"scale": 0.0}, r"scale=0.0 must be a finite number > 0"),
         ((Q, K, K), {"scale": float("inf")}, r"scale=inf must be a finite number > 0"),
+        ((Q, K, K), {"scale": "1"}, r"scale='1' must be a finite number > 0"),
+        ((Q, K, K), {"scale": [1.0]}, r"scale=\[1.0\] must be a finite number > 0"),
         ((Q.astype(int), K, K), {}, r"q must have a real floating dtype"),
     ],
 )

@@ -6,7 +6,7 @@ import math
 from types import ModuleType
 from typing import Any
 
-from .. import _shapes, _xp
+from .. import _params, _shapes, _xp
 from ..errors import ParameterError
 
 __all__ = ["attention"]
@@ -43,8 +43,7 @@ def attention(
     if k.shape[-2] != v.shape[-2]:
         raise ParameterError(f"k and v must have the same length (axis -2), got shapes "
                              f"{tuple(k.shape)} and {tuple(v.shape)}")
-    if scale is not None and (isinstance(scale, bool) or not 0 < scale < math.inf):
-        raise ParameterError(f"scale={scale!r} must be a finite number > 0 (or None)")
+    _params.scale(scale)
     batch = _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                                      "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))

@@ -288,8 +288,7 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
             "max_relative_positions", max_relative_positions, minimum=1))
         mid, span = 0, max_relative_positions
     _params.choice("clamp", clamp, CLAMPS)
-    if scale is not None and (isinstance(scale, bool) or not 0 < scale < math.inf):
-        raise ParameterError(f"scale={scale!r} must be a finite number > 0 (or None)")
+    _params.scale(scale)
     for name in ("rel_k", "rel_q"):
         table = arrays.get(name)
         if table is not None and int(table.shape[-2]) != 2 * span:
