@@ -206,3 +206,12 @@ def test_converted_lists_and_numpy_arrays(pe) -> None:
     assert tuple(pe.learned([], table).shape) == (0, 2)
     np.testing.assert_array_equal(
         np.asarray(pe.learned(np.array([3, 0], np.uint8), table)), table[[3, 0]])
+
+
+def test_numpy_dtypes_name_the_backend_dtype(pe) -> None:
+    """np.float32 (or np.dtype("float32")) passed as dtype= selects the backend's float32."""
+    want = np.asarray(pe.sinusoidal([0, 1, 2], 8, dtype="float32"))
+    for dtype in (np.float32, np.dtype("float32")):
+        out = pe.sinusoidal([0, 1, 2], 8, dtype=dtype)
+        assert "float32" in str(out.dtype)
+        np.testing.assert_array_equal(np.asarray(out), want)
