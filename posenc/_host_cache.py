@@ -15,14 +15,19 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def compiling() -> bool:
+    """Whether torch.compile is tracing (False when torch was never imported)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
 def host_cache(maxsize: int = 256) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         cached = functools.lru_cache(maxsize=maxsize)(fn)
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
-            torch = sys.modules.get("torch")
-            if torch is not None and torch.compiler.is_compiling():
+            if compiling():
                 return fn(*args)
             return cached(*args)
 

@@ -66,6 +66,21 @@ def scale(value: Any) -> Any:
     return value
 
 
+def default_scale(value: Any, q_shape: tuple[int, ...], *, factor: int = 1,
+                  rule: str = "1/sqrt(d)") -> float:
+    """The attention scale: ``value`` (checked by :func:`scale`), or ``1/sqrt(d * factor)``
+    for queries of shape ``q_shape`` (``d`` its last dim; ``rule`` says the formula). With
+    ``d = 0`` there is no default: the caller must pass a scale (the scores are then 0)."""
+    if scale(value) is not None:
+        return float(value)
+    d = int(q_shape[-1])
+    if d == 0:
+        raise ParameterError(
+            f"q has shape {tuple(q_shape)}: its last dim d = 0 has no default scale {rule}; "
+            "pass scale explicitly (the scores are then all 0)")
+    return 1.0 / math.sqrt(d * factor)
+
+
 def base(value: Any) -> float:
     """A frequency base: finite and > 1 (base 1 makes every frequency 1)."""
     value = positive("base", value)

@@ -239,13 +239,14 @@ def raise_out_of_range(name: str, value: int, low: int | None, high: int | None)
     raise PositionOutOfRangeError(f"{name} contains {value}, outside the valid range [{lo}, {hi})")
 
 
-def index_dtype(xp: ModuleType, positions: Any) -> Any:
-    """``positions`` as int32 when its dtype is narrower (int8/int16/uint8/uint16): the values
-    are unchanged, and every backend's ``take`` accepts them (torch's index_select wants int32
-    or int64, TensorFlow's gather int16 or wider signed)."""
-    if int(xp.iinfo(positions.dtype).max) < 2**31 - 1:
-        return xp.astype(positions, xp.int32)
-    return positions
+def at_least_int32(xp: ModuleType, values: Any) -> Any:
+    """Integer ``values`` as int32 when their dtype is narrower (int8/int16/uint8/uint16): the
+    values are unchanged, arithmetic on them cannot wrap at the narrow dtype's limits, and
+    every backend's ``take`` and ``searchsorted`` accept them (torch's index_select wants
+    int32 or int64, TensorFlow's gather int16 or wider signed)."""
+    if int(xp.iinfo(values.dtype).max) < 2**31 - 1:
+        return xp.astype(values, xp.int32)
+    return values
 
 
 def table_and_positions(xp: ModuleType, positions: Any, table: Any, *,

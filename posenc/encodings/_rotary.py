@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import _params, _xp
-from .._host_cache import host_cache
+from .._host_cache import compiling, host_cache
 from ..errors import ParameterError
 
 LAYOUTS = ("half", "interleaved")
@@ -67,7 +67,7 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
     if compute == xp.float64:
         theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
         return positions * theta
-    if _xp.library_of(positions) == "torch" and not _compiling():
+    if _xp.library_of(positions) == "torch" and not compiling():
         limbs = _torch_limbs(tuple(float(f) for f in inv_freq), compute, device)
     else:  # compiled: a constant of the graph; JAX/TF: a cached array could be a tracer
         limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
@@ -81,11 +81,6 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
     if not integral:
         small = small + (positions - whole) * (a + b + c)
     return _wrap(xp, turns + small) * (2.0 * math.pi)
-
-
-def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
 
 
 @functools.lru_cache(maxsize=64)

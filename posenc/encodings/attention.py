@@ -59,13 +59,8 @@ def attention(
         raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
                              f"{_xp.dtype_name(mask.dtype)}")
 
-    if scale is None and int(q.shape[-1]) == 0:
-        raise ParameterError(
-            f"q has shape {tuple(q.shape)}: its last dim d = 0 has no default scale 1/sqrt(d); "
-            "pass scale explicitly (the scores are then all 0)")
-
+    s = _params.default_scale(scale, tuple(q.shape))
     compute = _xp.compute_dtype(xp, q.dtype)
-    s = 1.0 / math.sqrt(int(q.shape[-1])) if scale is None else float(scale)
     qc, kc, vc = (xp.astype(a, compute, copy=False) for a in (q, k, v))
     scores = xp.matmul(qc, xp.matrix_transpose(kc)) * s
     if bias is not None:

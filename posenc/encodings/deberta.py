@@ -145,8 +145,7 @@ def _bucket(xp: Any, rel: Any, mid: int, max_position: int, clamp: str, limit: i
     built up to ``limit`` (see :func:`_thresholds`); larger distances get the table's last
     bucket. Computed in at least 32-bit integers, on distances clipped to the table's reach
     (nothing overflows, even at the dtype's minimum); the result is in that wider dtype."""
-    if int(xp.iinfo(rel.dtype).max) < SUPPORTED:
-        rel = xp.astype(rel, xp.int32)  # int8/int16: mid + count would wrap
+    rel = _xp.at_least_int32(xp, rel)  # int8/int16: mid + count would wrap
     reach = min(limit, SUPPORTED)
     if clamp == "original":
         reach = min(reach, max_position - 1)
@@ -301,12 +300,8 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
     _shapes.broadcast_batch({n: tuple(a.shape[:-2]) for n, a in arrays.items()})
 
     terms = (rel_k is not None) + (rel_q is not None)
-    d = int(q.shape[-1])
-    if scale is None and d == 0:
-        raise ParameterError(
-            f"q has shape {tuple(q.shape)}: its last dim d = 0 has no default scale "
-            "1/sqrt(d·(1 + number of tables)); pass scale explicitly (the scores are then all 0)")
-    s = 1.0 / math.sqrt(d * (1 + terms)) if scale is None else float(scale)
+    s = _params.default_scale(scale, tuple(q.shape), factor=1 + terms,
+                              rule="1/sqrt(d·(1 + number of tables))")
     compute = _xp.compute_dtype(xp, q.dtype)
     qc, kc = xp.astype(q, compute, copy=False), xp.astype(k, compute, copy=False)
     scores = xp.matmul(qc, xp.matrix_transpose(kc))

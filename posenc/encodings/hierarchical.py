@@ -41,7 +41,7 @@ def hierarchical(positions: Any, table: Any, *, alpha: float = 0.4, out_of_range
     _params.choice("out_of_range", out_of_range, POLICIES)
     alpha = _alpha(alpha)
     positions, n, dim = _xp.table_and_positions(xp, positions, table, table_shape="[n, dim]")
-    positions = _xp.index_dtype(xp, positions)  # exact: the range check sees the same values
+    positions = _xp.at_least_int32(xp, positions)  # exact: the range check sees the same values
     count = n * n
     traced = _xp.is_traced(positions)
     if out_of_range == "error" and not traced:

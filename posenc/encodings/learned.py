@@ -26,7 +26,7 @@ def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
     _params.choice("out_of_range", out_of_range, POLICIES)
     positions, max_len, dim = _xp.table_and_positions(xp, positions, table,
                                                       table_shape="[max_len, dim]")
-    positions = _xp.index_dtype(xp, positions)  # exact: the range check sees the same values
+    positions = _xp.at_least_int32(xp, positions)  # exact: the range check sees the same values
     traced = _xp.is_traced(positions)
     if out_of_range == "error" and not traced:
         _xp.check_position_range(xp, positions, compute=None, low=0, high=max_len)

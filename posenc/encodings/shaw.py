@@ -9,7 +9,6 @@ tail sums of the two clipped end rows), then multiplies by ``table_v``.
 
 from __future__ import annotations
 
-import math
 from types import ModuleType
 from typing import Any
 
@@ -83,12 +82,7 @@ def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any
             raise ParameterError(
                 f"{name} has shape {tuple(t.shape)}, expected width {width} "
                 f"(the last dim of {width_of})")
-    d = int(q.shape[-1])
-    if scale is None and d == 0:
-        raise ParameterError(
-            f"q has shape {tuple(q.shape)}: its last dim d = 0 has no default scale 1/sqrt(d); "
-            "pass scale explicitly (the scores are then all 0)")
-    return K, (1.0 / math.sqrt(d) if scale is None else float(scale))
+    return K, _params.default_scale(scale, tuple(q.shape))
 
 
 def _offset_and_reach(K: int, q_len: Any, k_len: Any) -> tuple[Any, int]:

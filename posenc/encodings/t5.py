@@ -85,8 +85,7 @@ def _buckets(xp: Any, rel: Any, bidirectional: bool, per_side: int, max_distance
     dtype of at least 32 bits (t5_bias checks its lengths), so ``n`` is computed directly,
     in fewer operations.
     """
-    if int(xp.iinfo(rel.dtype).max) < 2**31 - 1:
-        rel = xp.astype(rel, xp.int32)  # int8/int16: searchsorted in a dtype every backend takes
+    rel = _xp.at_least_int32(xp, rel)  # int8/int16: searchsorted in a dtype every backend takes
     starts = bucket_starts(per_side, max_distance)
     shift = 0 if bounded else 1
     limit = int(xp.iinfo(rel.dtype).max)

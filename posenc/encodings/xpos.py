@@ -38,22 +38,18 @@ def _finite(name: str, value: Any) -> float:
     return float(value)
 
 
-# ln of the largest finite value: zeta_0 ** e must stay finite for keys (and 1/that for queries)
-_LOG_MAX = {"float16": math.log(65504.0), "bfloat16": math.log(3.3895e38),
-            "float32": math.log(3.4028e38), "float64": math.log(1.7976e308)}
-
-
-def _check_scale_range(span: tuple[float, float], centre: float, scale_base: float,
-                       dtype: str) -> None:
+def _check_scale_range(xp: Any, span: tuple[float, float], centre: float, scale_base: float,
+                       dtype: Any) -> None:
     """Eager check that the largest factor, ``zeta_0 ** (|n - c| / scale_base)`` for the
     farthest position, is finite in ``dtype`` (beyond it, keys become inf and queries 0)."""
     far = max(abs(span[0] - centre), abs(span[1] - centre))
-    exponent = far / scale_base * -math.log(zeta(2)[0])
-    if exponent > _LOG_MAX.get(dtype, math.inf):
-        limit = _LOG_MAX[dtype] / -math.log(zeta(2)[0]) * scale_base
+    # |n - c| at which zeta_0 ** -(|n - c| / scale_base) reaches the dtype's largest value
+    limit = math.log(float(xp.finfo(dtype).max)) / -math.log(zeta(2)[0]) * scale_base
+    if far > limit:
+        name = _xp.dtype_name(dtype)
         raise ParameterError(
             f"positions reach |n - centre| = {far:g} with scale_base={scale_base:g}: the xPos "
-            f"factor zeta**((n - centre)/scale_base) leaves the {dtype} range beyond "
+            f"factor zeta**((n - centre)/scale_base) leaves the {name} range beyond "
             f"|n - centre| = {limit:.0f}; centre the positions (centre=), raise scale_base, or "
             "use float64")
 
@@ -97,7 +93,7 @@ def xpos(
         _xp.check_positions_dtype(xp, positions)
         span = _xp.check_position_range(xp, positions, compute=compute)
     if span is not None:
-        _check_scale_range(span, centre, scale_base, _xp.dtype_name(x.dtype))
+        _check_scale_range(xp, span, centre, scale_base, x.dtype)
 
     p = xp.astype(positions, compute)[..., None]  # [seq, 1] or [batch, seq, 1]
     inv_freq = [base ** (-2.0 * i / rd) for i in range(rd // 2)]
