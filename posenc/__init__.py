@@ -18,6 +18,7 @@ from .errors import (
     PosencError,
     PositionOutOfRangeError,
     SpecError,
+    Unsupported,
 )
 
 __version__ = "0.1.0"
@@ -31,6 +32,7 @@ __all__ = [
     "PosencError",
     "PositionOutOfRangeError",
     "SpecError",
+    "Unsupported",
     "__version__",
 ]
 

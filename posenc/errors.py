@@ -19,6 +19,15 @@ class MixedArrayLibrariesError(PosencError, TypeError):
     """Array arguments come from more than one array library."""
 
 
+class Unsupported(PosencError, NotImplementedError):
+    """An implementation does not cover these arguments (out of its declared scope).
+
+    Raise it (or a plain ``NotImplementedError``) from an adapter or override for a parameter
+    value, dtype or shape the implementation does not handle; the conformance harness reports
+    the check as ``unsupported`` with this message as the reason, not as an error.
+    """
+
+
 class SpecError(PosencError):
     """A spec file is missing, malformed or violates spec/schema.json."""
 
