@@ -187,9 +187,9 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
                                           rotary_dim=rotary_dim, scaling=scaling,
                                           seq_len=seq_len)
     if k is not None:
-        from .torch_layers import _check_pair  # RotaryEmbedding's rule for (q, k)
+        from .torch_rotary_embedding import check_pair  # RotaryEmbedding's rule for (q, k)
 
-        _check_pair(x, k)
+        check_pair(x, k)
         if k.device != x.device:
             raise ParameterError(f"q is on {x.device} but k is on {k.device}")
     if x.dtype == torch.float64 or (device.type != "cuda" and not interpreting()):
@@ -223,11 +223,11 @@ class _Launch:
                      layout == "interleaved", float(sched.attention_factor))
 
     def __call__(self, x: Any, k: Any = None, *, inplace: bool = False) -> Any:
-        from .torch_layers import _may_overlap, _same_view
+        from .torch_memory import may_overlap, same_view
 
         rotary, rotary_ = _ops()
         if inplace:
-            if k is not None and (_same_view(x, k) or _may_overlap(x, k)):
+            if k is not None and (same_view(x, k) or may_overlap(x, k)):
                 raise ParameterError("inplace=True with k sharing memory with x: the kernel "
                                      "would rotate the shared elements twice")
             for name, t in (("x", x), ("k", k)):
