@@ -71,8 +71,10 @@ class RotaryEmbedding(nn.Module):
         self._build_tables(device)
 
     def _build_tables(self, device: Any) -> None:
-        names = ("cos", "sin", "cos_long", "sin_long")
-        tables: list[torch.Tensor | None] = [None] * 4
+        """``table`` (and ``table_long`` for LongRoPE): ``[max_positions, 2, rotary_dim]``
+        float32, row p = (cos, signed sin) at full rotary width in the layout's order, so that
+        one gather serves q and k and the rotation is ``x * cos + partner(x) * sin``."""
+        tables: list[torch.Tensor | None] = [None, None]
         if self.max_positions is not None:
             xp = _xp.namespace(x=torch.empty(0))
             p = torch.arange(self.max_positions, dtype=torch.float32, device=device)[:, None]
@@ -80,14 +82,33 @@ class RotaryEmbedding(nn.Module):
             freqs = [sched.inv_freq] + ([sched.long_inv_freq] if sched.long_inv_freq else [])
             for i, inv_freq in enumerate(freqs):
                 angles = _rotary.phases(xp, p, inv_freq, compute=torch.float32, device=device)
-                tables[2 * i: 2 * i + 2] = _rotary.cos_sin(xp, angles, sched.attention_factor)
-        for name, table in zip(names, tables, strict=True):
+                cos, sin = _rotary.cos_sin(xp, angles, sched.attention_factor)
+                tables[i] = _full_width(cos, sin, self.config["layout"])
+        for name, table in zip(("table", "table_long"), tables, strict=True):
             self.register_buffer(name, table, persistent=False)
+
+    @property
+    def cos(self) -> torch.Tensor | None:
+        """cos of the table's rows, ``[max_positions, rotary_dim / 2]`` (a view)."""
+        if self.table is None:
+            return None
+        return _pair_views(self.table[:, 0], self._schedule.rotary_dim, self._layout)[0]
+
+    @property
+    def sin(self) -> torch.Tensor | None:
+        """sin of the table's rows, ``[max_positions, rotary_dim / 2]`` (a view)."""
+        if self.table is None:
+            return None
+        return _pair_views(self.table[:, 1], self._schedule.rotary_dim, self._layout)[1]
+
+    @property
+    def _layout(self) -> str:
+        return self.config["layout"]
 
     def _apply(self, fn: Any, recurse: bool = True) -> RotaryEmbedding:
         super()._apply(fn, recurse)
-        if self.cos is not None and self.cos.dtype != torch.float32:  # .half() etc.
-            self._build_tables(self.cos.device)
+        if self.table is not None and self.table.dtype != torch.float32:  # .half() etc.
+            self._build_tables(self.table.device)
         return self
 
     def extra_repr(self) -> str:
@@ -113,28 +134,25 @@ class RotaryEmbedding(nn.Module):
         return torch.arange(offset, offset + seq, device=x.device)
 
     def _uses_table(self, x: torch.Tensor, positions: Any) -> bool:
-        return (self.cos is not None and x.dtype != torch.float64 and positions is not None
+        return (self.table is not None and x.dtype != torch.float64 and positions is not None
                 and hasattr(positions, "dtype") and not positions.dtype.is_floating_point)
 
-    def _cos_sin(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[Any, Any, int]:
+    def _cos_sin(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[Any, Any]:
+        """Full-width ``(cos, signed sin)`` rows for ``positions``, lined up with ``x``."""
         xp = _xp.namespace(x=x)
-        seq, dim = _rotary.check_shapes(x, positions)
+        dim = _rotary.check_shapes(x, positions)[1]
         if dim != self.head_dim:
             raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
                                  f"head_dim={self.head_dim}")
         _xp.check_positions_dtype(xp, positions)
-        cos = learned.learned(positions, self.cos)
-        sin = learned.learned(positions, self.sin)
-        sched = self._schedule
-        if self.cos_long is not None:
-            long = torch.max(positions) + 1 > sched.switch_length
-            cos = torch.where(long, learned.learned(positions, self.cos_long), cos)
-            sin = torch.where(long, learned.learned(positions, self.sin_long), sin)
-        rd = sched.rotary_dim
+        rows = _gather(self.table, positions)
+        if self.table_long is not None:
+            long = torch.max(positions) + 1 > self._schedule.switch_length
+            rows = torch.where(long, _gather(self.table_long, positions), rows)
         if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
-            shape = (cos.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2)
-            cos, sin = cos.reshape(shape), sin.reshape(shape)
-        return cos, sin, rd
+            rows = rows.view(rows.shape[0], *([1] * (x.ndim - 3)), *rows.shape[1:])
+        cos, sin = rows.unbind(-2)
+        return cos, sin
 
     # -- rotation ------------------------------------------------------------------------
     def forward(self, q: torch.Tensor, positions: Any = None, *, k: torch.Tensor | None = None,
@@ -142,7 +160,7 @@ class RotaryEmbedding(nn.Module):
         xs = (q,) if k is None else (q, k)
         outs, direct = self._outputs(xs, out, inplace)
         positions = self._positions(q, positions, offset)
-        if positions is None and self.cos is not None:
+        if positions is None and self.table is not None:
             positions = torch.arange(operator.index(q.shape[-2]), device=q.device)
         xp = _xp.namespace(x=q, positions=positions, k=k)
         _, positions = _rotary.array_inputs(xp, q, positions)
@@ -152,14 +170,14 @@ class RotaryEmbedding(nn.Module):
         if k is not None:
             check_pair(q, k)
         if self._uses_table(q, positions):
-            cos, sin, rd = self._cos_sin(q, positions)
-            layout = self.config["layout"]
+            cos, sin = self._cos_sin(q, positions)
+            rd, layout = self._schedule.rotary_dim, self._layout
             if outs is not None and direct:
+                cos_h, sin_h = _pair_views(cos, rd, layout)[0], _pair_views(sin, rd, layout)[1]
                 for x, target in zip(xs, outs, strict=True):
-                    _rotate_into(x, target, cos, sin, rd, layout)
+                    _rotate_into(x, target, cos_h, sin_h, rd, layout)
                 return outs[0] if k is None else outs
-            results = tuple(_rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
-                            for x in xs)
+            results = tuple(_rotate_full(x, cos, sin, rd, layout) for x in xs)
         else:
             results = tuple(rope(x, positions, **self.config) for x in xs)
         if outs is None:
@@ -209,6 +227,54 @@ def check_pair(q: torch.Tensor, k: torch.Tensor) -> None:
             "batch, sequence and head_dim of q (it may have fewer heads)")
     if q.dtype != k.dtype:
         raise ParameterError(f"q is {q.dtype} but k is {k.dtype}")
+
+
+def _full_width(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """``[n, 2, r]`` from half-width ``cos``/``sin`` ``[n, r/2]``: cos repeated over each pair
+    and sin signed (−sin on a pair's first member), in the layout's feature order."""
+    if layout == "half":
+        return torch.stack([torch.cat([cos, cos], -1), torch.cat([-sin, sin], -1)], 1)
+    return torch.stack([torch.stack([cos, cos], -1).flatten(-2),
+                        torch.stack([-sin, sin], -1).flatten(-2)], 1)
+
+
+def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Rows ``table[positions]``, ``[*positions.shape, 2, r]``. Eager: one index_select, whose
+    own bounds check (on the device: no host read) raises for a position outside the table,
+    and the error then names it (on CUDA it is a device-side assert). Compiled: NaN rows for
+    such positions, like ``posenc.learned``."""
+    n = table.shape[0]
+    flat_table = table.view(n, -1)
+    if _xp.is_traced(positions):
+        rows = learned.learned(positions, flat_table)
+    else:
+        index = positions.reshape(-1)
+        if index.dtype not in (torch.int32, torch.int64):
+            index = index.to(torch.int32)  # narrow ints: exact, and what index_select takes
+        try:
+            rows = torch.index_select(flat_table, 0, index)
+        except IndexError:
+            outside = index[(index < 0) | (index >= n)]
+            if outside.numel() == 0:
+                raise
+            _xp.raise_out_of_range("positions", int(outside[0]), 0, n)
+    return rows.view(*positions.shape, *table.shape[1:])
+
+
+def _rotate_full(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rd: int,
+                 layout: str) -> torch.Tensor:
+    """x rotated by full-width ``cos`` and signed ``sin`` (float32): ``x * cos + partner * sin``,
+    the partner of a feature being the other member of its pair: three ops for a float32 head,
+    with the roundings of rotate()'s addcmul."""
+    head = x if rd == x.shape[-1] else x[..., :rd]
+    if head.dtype != cos.dtype:  # 16-bit inputs: the arithmetic runs in float32 like rope()
+        head = head.to(cos.dtype)
+    if layout == "half":
+        partner = head.roll(rd // 2, -1)
+    else:
+        partner = head.unflatten(-1, (rd // 2, 2)).flip(-1).flatten(-2)
+    out = torch.addcmul(head * cos, partner, sin).to(x.dtype)
+    return out if rd == x.shape[-1] else torch.cat([out, x[..., rd:]], -1)
 
 
 def _pair_views(t: torch.Tensor, rd: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -233,6 +233,42 @@ def check_position_range(
     return lo, hi
 
 
+def assert_position_range(
+    xp: ModuleType, positions: Any, *, compute: Any, name: str = "positions",
+    low: int | None = None, high: int | None = None,
+) -> None:
+    """:func:`check_position_range` without reading values back on the hot path. For torch in
+    eager mode the conditions are checked on the device with ``torch._assert_async``: on CUDA
+    the host never waits, and a violation is a device-side assert naming the parameter; on CPU
+    the assert fails at once and the host check then raises the error naming the value."""
+    if library_of(positions) != "torch" or is_traced(positions) \
+            or math.prod(tuple(positions.shape)) == 0:
+        check_position_range(xp, positions, compute=compute, name=name, low=low, high=high)
+        return
+    torch = sys.modules["torch"]
+    floating = positions.dtype.is_floating_point
+    limit = {torch.float32: FLOAT32_EXACT_INTEGERS,
+             torch.float64: FLOAT64_EXACT_INTEGERS}.get(compute)
+    widest = math.inf if floating else int(torch.iinfo(positions.dtype).max)
+    conditions = [torch.isfinite(positions)] if floating else []
+    if low is not None:
+        conditions.append(positions >= low)
+    if high is not None:
+        conditions.append(positions < high)
+    if limit is not None and widest > limit:  # narrow integers cannot leave the exact range
+        conditions.append(positions.abs() <= limit)
+    if not conditions:
+        return
+    ok = conditions[0]
+    for condition in conditions[1:]:
+        ok = ok & condition
+    try:
+        torch._assert_async(ok.all(), f"{name} outside its valid range")
+    except RuntimeError:
+        check_position_range(xp, positions, compute=compute, name=name, low=low, high=high)
+        raise
+
+
 def raise_out_of_range(name: str, value: int, low: int | None, high: int | None) -> None:
     lo = "-inf" if low is None else str(low)
     hi = "inf" if high is None else str(high)

@@ -121,8 +121,12 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
                 + xp.concat([-b, a], axis=-1) * xp.concat([sin, sin], axis=-1))
     pairs = xp.reshape(head, (*tuple(head.shape[:-1]), r // 2, 2))
     a, b = pairs[..., 0], pairs[..., 1]
-    return xp.reshape(xp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1),
-                      (*tuple(head.shape[:-1]), r))
+    if _xp.library_of(head) == "torch":  # the roundings of the half layout's addcmul
+        torch = sys.modules["torch"]
+        rotated = [torch.addcmul(a * cos, b, sin, value=-1), torch.addcmul(b * cos, a, sin)]
+    else:
+        rotated = [a * cos - b * sin, b * cos + a * sin]
+    return xp.reshape(xp.stack(rotated, axis=-1), (*tuple(head.shape[:-1]), r))
 
 
 def rotary_width(dim: int, rotary_dim: Any) -> int:

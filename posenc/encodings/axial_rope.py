@@ -96,7 +96,7 @@ def axial_rope(
     rd, n = sum(dims), sum(dims) // 2
     compute = _xp.compute_dtype(xp, x.dtype)
     _xp.check_positions_dtype(xp, positions)
-    _xp.check_position_range(xp, positions, compute=compute)
+    _xp.assert_position_range(xp, positions, compute=compute)
 
     # P[..., s, j] = positions[..., s, axis[j]]: a gather, exact in any dtype
     index = _xp.asarray(xp, axis, device=device)  # the default index dtype (int32 in JAX x32)

@@ -61,7 +61,7 @@ def complex_order(
                 f"{list(token_shape)}")
         _xp.check_positions_dtype(xp, positions)
     compute = _xp.compute_dtype(xp, amplitude.dtype)
-    _xp.check_position_range(xp, positions, compute=compute)
+    _xp.assert_position_range(xp, positions, compute=compute)
 
     r, w, p = (xp.astype(a, compute, copy=False) for a in (amplitude, frequency, phase))
     angles = w * xp.astype(positions, compute)[..., None] + p

@@ -132,7 +132,7 @@ def mrope(
     rd, n = sched.rotary_dim, sched.rotary_dim // 2
     compute = _xp.compute_dtype(xp, x.dtype)
     _xp.check_positions_dtype(xp, positions)
-    _xp.check_position_range(xp, positions, compute=compute)
+    _xp.assert_position_range(xp, positions, compute=compute)
 
     # P[..., s, j] = positions[axis[j], ..., s]: a static selection, exact in any dtype
     p = xp.astype(positions, compute)

@@ -50,7 +50,7 @@ def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any
     sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
     if positions is not None:
         _xp.check_positions_dtype(xp, positions)
-        _xp.check_position_range(xp, positions, compute=_xp.compute_dtype(xp, x.dtype))
+        _xp.assert_position_range(xp, positions, compute=_xp.compute_dtype(xp, x.dtype))
     return xp, device, positions, sched
 
 

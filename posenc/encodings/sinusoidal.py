@@ -52,7 +52,7 @@ def sinusoidal(
     if not xp.isdtype(out_dtype, "real floating"):
         raise ParameterError(f"dtype must be a real floating dtype, got {out_dtype!r}")
     compute = _xp.compute_dtype(xp, out_dtype)
-    _xp.check_position_range(xp, positions, compute=compute)
+    _xp.assert_position_range(xp, positions, compute=compute)
 
     dev = _xp.device_of(positions)
     freqs = _xp.asarray(xp, frequencies(dim, base, layout), dtype=compute, device=dev)
