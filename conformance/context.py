@@ -29,6 +29,11 @@ class Unsupported(Exception):
     """The backend lacks a capability the check needs (reported as 'unsupported')."""
 
 
+class UpstreamFailure(Exception):
+    """The framework itself is wrong on a control that involves no code under test, so the
+    check cannot judge it here (reported as 'xfail', with the control's numbers)."""
+
+
 @dataclass
 class Context:
     backend: Backend

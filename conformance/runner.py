@@ -18,7 +18,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import PosencError, SpecError
 
-from .context import CheckFailure, Context, Unsupported
+from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
 from .tolerances import tolerance_for
@@ -192,6 +192,8 @@ class Runner:
                 get_property(decl.name)(ctx)
         except Unsupported as exc:
             return Result(check, "unsupported", str(exc))
+        except UpstreamFailure as exc:
+            return Result(check, "xfail", str(exc))
         except CheckFailure as exc:
             return Result(check, "fail", _with_notes(exc), dict(exc.details))
         except PosencError as exc:
