@@ -12,7 +12,7 @@ from torch import nn
 
 from posenc import _params, _xp
 from posenc.encodings import _rotary, learned
-from posenc.encodings.rope import _resolve, rope
+from posenc.encodings.rope import _resolve, rope_cos_sin
 from posenc.errors import ParameterError
 
 from .torch_memory import may_overlap, same_view
@@ -178,8 +178,11 @@ class RotaryEmbedding(nn.Module):
                     _rotate_into(x, target, cos_h, sin_h, rd, layout)
                 return outs[0] if k is None else outs
             results = tuple(_rotate_full(x, cos, sin, rd, layout) for x in xs)
-        else:
-            results = tuple(rope(x, positions, **self.config) for x in xs)
+        else:  # one cos/sin for q and k
+            cos, sin, rd = rope_cos_sin(q, positions, **self.config)
+            layout = self.config["layout"]
+            results = tuple(_rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
+                            for x in xs)
         if outs is None:
             return results[0] if k is None else results
         for target, value in zip(outs, results, strict=True):

@@ -68,6 +68,8 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
         theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
         return positions * theta
     if _xp.library_of(positions) == "torch" and not compiling():
+        if positions.device.type in _FLOAT64_DEVICES:
+            return _torch_phases64(positions, tuple(float(f) for f in inv_freq), compute)
         limbs = _torch_limbs(tuple(float(f) for f in inv_freq), compute, device)
     else:  # compiled: a constant of the graph; JAX/TF: a cached array could be a tracer
         limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
@@ -81,6 +83,31 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
     if not integral:
         small = small + (positions - whole) * (a + b + c)
     return _wrap(xp, turns + small) * (2.0 * math.pi)
+
+
+# Eager torch on these devices computes float32 phases in float64 turns: six ops where the
+# limbs take thirty, for the same ~4e-7 (MPS has no float64; compiled graphs keep the limbs,
+# which Inductor fuses into one kernel anyway)
+_FLOAT64_DEVICES = ("cpu", "cuda")
+
+
+def _torch_phases64(positions: Any, inv_freq: tuple[float, ...], compute: Any) -> Any:
+    """Angles reduced to ``[-pi, pi]`` from float64 turns ``p * f`` (``p`` exact in float64,
+    the product within 2^-53 relative, so within ~2^-29 turn up to |p| = 2^24), rounded once
+    to ``compute``."""
+    torch = sys.modules["torch"]
+    turns = positions.to(torch.float64) * _torch_turns64(inv_freq, positions.device)
+    return ((turns - torch.round(turns)) * (2.0 * math.pi)).to(compute)
+
+
+@functools.lru_cache(maxsize=64)
+def _torch_turns64(inv_freq: tuple[float, ...], device: Any) -> Any:
+    """``inv_freq / (2 pi)`` as a float64 tensor, made once per device (outside inference
+    mode, like the limbs)."""
+    torch = sys.modules["torch"]
+    with torch.inference_mode(False):
+        return torch.tensor([f / (2.0 * math.pi) for f in inv_freq], dtype=torch.float64,
+                            device=device)
 
 
 @functools.lru_cache(maxsize=64)

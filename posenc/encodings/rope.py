@@ -74,6 +74,20 @@ def rope(
     Phases come from exact positions: float32 cos/sin are within ~5e-7 of the float64 truth
     at every position up to 2^24; the rotation runs in float32 (float64 for float64 ``x``).
     """
+    cos, sin, rd = rope_cos_sin(x, positions, base=base, layout=layout, rotary_dim=rotary_dim,
+                                scaling=scaling, seq_len=seq_len)
+    return _rotary.apply_cos_sin(_xp.namespace(x=x), x, cos, sin, rotary_dim=rd, layout=layout)
+
+
+def rope_cos_sin(
+    x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",
+    rotary_dim: int | None = None, scaling: Mapping[str, Any] | None = None,
+    seq_len: int | None = None,
+) -> tuple[Any, Any, int]:
+    """``(cos, sin, rotary_dim)`` that :func:`rope` rotates ``x`` by, arguments checked alike:
+    half-width ``[..., seq, rotary_dim/2]`` in the compute dtype, times the attention factor
+    and lined up with ``x``. Tensors of ``x``'s shape but for the head count (a key beside its
+    query) rotate by the same ones (``_rotary.apply_cos_sin``)."""
     xp, device, positions, sched = prepare(x, positions, base=base, layout=layout,
                                            rotary_dim=rotary_dim, scaling=scaling,
                                            seq_len=seq_len)
@@ -87,8 +101,8 @@ def rope(
                                       integral=integral)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
-    return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
-                         factor=sched.attention_factor)
+    cos, sin = _rotary.cos_sin(xp, angles, sched.attention_factor)
+    return cos, sin, rd
 
 
 LAYERS = (Layer(
