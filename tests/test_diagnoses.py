@@ -1,0 +1,191 @@
+"""Diagnoses (``diagnoses:`` in a spec): each declared one is detectable by the goldens and is
+named when planted; correct and unrelated outputs get none; bad declarations fail at load."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from posenc import catalog, golden
+from posenc.backends import get_backend
+from posenc.backends.backend import Backend
+from posenc.conformance import Options, run
+from posenc.conformance.report import document, failures
+from posenc.conformance.tolerances import compare, tolerance_for
+from posenc.diagnoses import Diagnosis, evaluate
+from posenc.encodings import public_functions
+from posenc.errors import SpecError
+from posenc.paths import spec_dir
+from posenc.specs import Spec, load_all, load_spec_file, resolve_params
+
+SPECS = load_all()
+DECLARED = [(spec_id, d.name) for spec_id, spec in SPECS.items() for d in spec.diagnoses]
+MINIMUM = {"rope": 5, "t5_bucket": 3, "t5_bias": 3, "alibi_slopes": 3, "alibi_bias": 3,
+           "sinusoidal": 3, "deberta_bucket": 3}
+
+
+def _diagnosis(spec: Spec, name: str) -> Diagnosis:
+    return next(d for d in spec.diagnoses if d.name == name)
+
+
+def _scale(case: golden.GoldenCase) -> float:
+    """The harness's comparison scale: the largest magnitude among the output and float inputs."""
+    finite = case.output[np.isfinite(case.output)]
+    floats = [float(np.abs(v).max(initial=0.0)) for v in case.inputs.values()
+              if v is not None and v.dtype.kind == "f"]
+    return max([float(np.abs(finite).max(initial=0.0)), *floats]) or 1.0
+
+
+def _differs(spec: Spec, case: golden.GoldenCase, out: np.ndarray) -> bool:
+    if out.shape != case.output.shape:
+        return True
+    if spec.output_kind == "int":
+        return not np.array_equal(out, case.output)
+    tol = tolerance_for("float64", spec.tolerances)
+    return not compare(out, case.output, tol, scale=_scale(case),
+                       angle_bound=case.angle_bound).ok
+
+
+def _planted(spec: Spec, diagnosis: Diagnosis) -> Backend:
+    """The numpy backend whose ``spec.function`` is the reference with the diagnosis applied."""
+    reference = catalog.reference_function(spec)
+    names = [i.name for i in spec.inputs]
+
+    def planted(**kw: Any) -> np.ndarray:
+        dtype = kw.pop("dtype", np.float64)
+        inputs = {n: kw.pop(n, None) for n in names}
+        out = golden.output_array(evaluate(diagnosis, reference, inputs,
+                                           resolve_params(spec, kw)))
+        return out.astype(np.int64 if spec.output_kind == "int" else dtype)
+
+    return dataclasses.replace(get_backend("numpy"), name=f"planted_{diagnosis.name}",
+                               overrides={spec.function: planted})
+
+
+def _case_results(backend: Backend, encodings: list[str]) -> list[Any]:
+    options = Options(backends=[backend], encodings=encodings, dtypes=["float64"],
+                      modes=["eager"], properties=False, gradients=False)
+    return run(options)
+
+
+def test_the_issue_s_encodings_declare_enough_diagnoses() -> None:
+    for spec_id, minimum in MINIMUM.items():
+        assert len(SPECS[spec_id].diagnoses) >= minimum, spec_id
+
+
+@pytest.mark.parametrize(("spec_id", "name"), DECLARED, ids=[f"{s}-{n}" for s, n in DECLARED])
+def test_each_diagnosis_fails_the_correct_goldens(spec_id: str, name: str) -> None:
+    spec = SPECS[spec_id]
+    diagnosis = _diagnosis(spec, name)
+    reference = catalog.reference_function(spec)
+    failed = []
+    for case in golden.load(spec).cases.values():
+        try:
+            out = golden.output_array(evaluate(diagnosis, reference, case.inputs,
+                                               resolve_params(spec, case.params)))
+        except Exception:  # not every diagnosis applies to every case
+            continue
+        if _differs(spec, case, out):
+            failed.append(case.name)
+    assert failed, f"{spec_id}: {name} matches every golden: no case can detect it"
+
+
+@pytest.mark.parametrize(("spec_id", "name"), DECLARED, ids=[f"{s}-{n}" for s, n in DECLARED])
+def test_each_diagnosis_is_identified_when_planted(spec_id: str, name: str) -> None:
+    spec = SPECS[spec_id]
+    results = _case_results(_planted(spec, _diagnosis(spec, name)), [spec_id])
+    # where the diagnosis cannot be evaluated (longrope's factors are too few for the full
+    # width) the planted backend raises: an error, which no diagnosis explains
+    failed = [r for r in results if r.status == "fail"]
+    assert failed, f"planting {name} fails no case"
+    named = []
+    for r in failed:
+        found = r.details.get("diagnosis")
+        assert found is not None, f"{r.check.id}: no diagnosis for the planted {name}: {r.message}"
+        # another diagnosis may coincide with the planted one on a case (positions + 1 and
+        # bfloat16 positions both turn 4095 into 4096): it is then listed as equally likely
+        assert name in (found["name"], *found["also"]), (r.check.id, found)
+        named.append(found["name"])
+        assert "likely: " in r.message and found["explanation"] in r.message
+    assert name in named, f"{name} is never the first diagnosis: {named}"
+
+
+def test_a_correct_backend_has_no_diagnosis() -> None:
+    results = _case_results(get_backend("numpy"), list(MINIMUM))
+    assert results and not any(r.failed for r in results)
+    assert all(entry["diagnosis"] is None for entry in document(results)["results"])
+
+
+def _negated(function: str) -> Any:
+    implementation = public_functions()[function]
+    return lambda *args, **kw: -implementation(*args, **kw)
+
+
+@pytest.mark.parametrize("function", ["rope", "t5_bias", "sinusoidal"])
+def test_an_unrelated_bug_gets_no_diagnosis(function: str) -> None:
+    """The whole output negated is none of the declared bugs of these encodings."""
+    backend = dataclasses.replace(get_backend("numpy"), name="negated",
+                                  overrides={function: _negated(function)})
+    failed = [r for r in _case_results(backend, [function]) if r.failed]
+    assert failed
+    for r in failed:
+        assert "diagnosis" in r.details and r.details["diagnosis"] is None, r.details
+        assert "likely:" not in r.message
+
+
+def test_the_report_and_the_summary_name_the_bug() -> None:
+    spec = SPECS["rope"]
+    results = _case_results(_planted(spec, _diagnosis(spec, "interleaved_for_half")), ["rope"])
+    doc = json.loads(json.dumps(document(results), default=str))
+    by_name = {entry["name"]: entry for entry in doc["results"]}
+    assert by_name["half_default_positions"]["diagnosis"]["name"] == "interleaved_for_half"
+    assert by_name["interleaved_default_positions"]["diagnosis"] is None  # passes
+    text = failures(results)
+    assert ("likely: layout swapped — output matches layout='interleaved' exactly: dims paired "
+            "(2i, 2i+1) where (i, i+d/2) was asked") in text
+
+
+def _rope_with(tmp_path: Path, entry: str) -> Path:
+    text = (spec_dir() / "rope.yaml").read_text()
+    head, _, _ = text.partition("\ndiagnoses:\n")
+    path = tmp_path / "rope.yaml"
+    path.write_text(f"{head}\ndiagnoses:\n{entry}")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("  - {name: a, explanation: e, transform: positions_sideways}\n",
+         "unknown transform 'positions_sideways'"),
+        ("  - {name: a, explanation: e, params: {theta: 10000.0}}\n",
+         "params.theta: the reference function has no parameter 'theta'"),
+        ("  - {name: a, explanation: e, params: {layout: diagonal}}\n",
+         "parameter layout='diagonal'"),
+        ("  - {name: a, explanation: e, transform: t5_float32_log}\n",
+         "transform 't5_float32_log' is written for the t5 reference, not 'rope'"),
+        ("  - {name: a, explanation: e, transform: relative_position_negated}\n",
+         "needs 'relative_position', which the spec does not declare"),
+        ("  - {name: a, explanation: e, transform: output_negated}\n"
+         "  - {name: a, explanation: f, transform: positions_plus_one}\n",
+         "duplicate diagnosis name 'a'"),
+        ("  - {name: a, explanation: e}\n", "diagnoses[0]"),
+        ("  - {name: a, transform: output_negated}\n", "'explanation' is a required property"),
+    ],
+)
+def test_a_diagnosis_the_reference_cannot_evaluate_is_a_spec_error(
+        tmp_path: Path, entry: str, expected: str) -> None:
+    path = _rope_with(tmp_path, entry)
+    with pytest.raises(SpecError) as info:
+        load_spec_file(path)
+    assert str(path) in str(info.value) and expected in str(info.value)
+
+
+def test_diagnoses_stay_out_of_the_golden_hash(tmp_path: Path) -> None:
+    path = _rope_with(tmp_path, "  - {name: a, explanation: e, transform: output_negated}\n")
+    assert load_spec_file(path).content_hash() == SPECS["rope"].content_hash()
