@@ -40,7 +40,8 @@ class Match:
     indistinguishable: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
-        return {"name": self.diagnosis.name, "explanation": self.diagnosis.explanation,
+        return {"name": self.diagnosis.name, "title": self.diagnosis.title,
+                "explanation": self.diagnosis.explanation,
                 "max_abs": self.max_abs, "also": list(self.indistinguishable)}
 
     def line(self) -> str:

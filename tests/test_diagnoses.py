@@ -14,7 +14,7 @@ import pytest
 from posenc import catalog, golden
 from posenc.backends import get_backend
 from posenc.backends.backend import Backend
-from posenc.conformance import Options, run
+from posenc.conformance import Options, findings, run
 from posenc.conformance.report import document, failures
 from posenc.conformance.tolerances import compare, tolerance_for
 from posenc.diagnoses import Diagnosis, evaluate
@@ -148,6 +148,25 @@ def test_the_report_and_the_summary_name_the_bug() -> None:
     text = failures(results)
     assert ("likely: layout swapped — output matches layout='interleaved' exactly: dims paired "
             "(2i, 2i+1) where (i, i+d/2) was asked") in text
+    # every failure of the one bug is one finding
+    failed = [r for r in results if r.failed]
+    grouped = findings.group(results)
+    assert len(grouped) == 1 and len(grouped[0].results) == len(failed) > 1
+    assert (f"rope: layout swapped (interleaved_for_half) — {len(failed)} failing cases in "
+            "float64: dims paired") in findings.text(results)
+
+
+def test_failures_without_a_diagnosis_are_grouped_apart() -> None:
+    backend = dataclasses.replace(get_backend("numpy"), name="negated",
+                                  overrides={"rope": _negated("rope")})
+    results = _case_results(backend, ["rope"]) + _case_results(
+        _planted(SPECS["sinusoidal"], _diagnosis(SPECS["sinusoidal"], "base_10000")),
+        ["sinusoidal"])
+    grouped = {(f.encoding, f.diagnosis and f.diagnosis["name"]): len(f.results)
+               for f in findings.group(results)}
+    assert grouped == {("rope", None): sum(r.failed for r in results[:len(SPECS["rope"].cases)]),
+                       ("sinusoidal", "base_10000"): 1}
+    assert "rope: " in findings.text(results) and "no known bug matched" in findings.text(results)
 
 
 def _rope_with(tmp_path: Path, entry: str) -> Path:
