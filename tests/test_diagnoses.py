@@ -15,6 +15,7 @@ from posenc import catalog, golden
 from posenc.backends import get_backend
 from posenc.backends.backend import Backend
 from posenc.conformance import Options, findings, run
+from posenc.conformance.diagnose import Diagnoser
 from posenc.conformance.report import document, failures
 from posenc.conformance.tolerances import compare, tolerance_for
 from posenc.diagnoses import Diagnosis, evaluate
@@ -208,3 +209,19 @@ def test_a_diagnosis_the_reference_cannot_evaluate_is_a_spec_error(
 def test_diagnoses_stay_out_of_the_golden_hash(tmp_path: Path) -> None:
     path = _rope_with(tmp_path, "  - {name: a, explanation: e, transform: output_negated}\n")
     assert load_spec_file(path).content_hash() == SPECS["rope"].content_hash()
+
+
+def test_an_output_much_closer_to_a_diagnosis_than_to_the_golden_matches_it() -> None:
+    """A layout swap seen through float32 angles misses its diagnosis's tolerance, yet lies
+    CLOSER times nearer to it than to the golden; an output near the golden matches nothing."""
+    spec = SPECS["rope"]
+    case = golden.load(spec).cases["near_2_17"]
+    tol = tolerance_for("float32", spec.tolerances)
+    diagnoser = Diagnoser()
+    swapped = diagnoser.output(spec, case, _diagnosis(spec, "interleaved_for_half"))
+    assert swapped is not None
+    noise = np.random.default_rng(0).uniform(-1e-3, 1e-3, swapped.shape)
+    match = diagnoser.diagnose(spec, case, swapped + noise, tol, scale=_scale(case))
+    assert match is not None and match.diagnosis.name == "interleaved_for_half"
+    assert not match.strict and match.max_abs <= 1e-3
+    assert diagnoser.diagnose(spec, case, case.output + noise, tol, scale=_scale(case)) is None
