@@ -153,6 +153,10 @@ def _angles_bfloat16(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> 
 
 
 # -- T5 ----------------------------------------------------------------------------------------
+def _log_float32(values: np.ndarray) -> np.ndarray:
+    return np.log(values.astype(np.float64)).astype(np.float32)
+
+
 def _t5_float32_bucket(rel: np.ndarray, bidirectional: bool, num_buckets: int,
                        max_distance: int) -> np.ndarray:
     """transformers' _relative_position_bucket, its logarithm evaluated in float32."""
@@ -165,8 +169,9 @@ def _t5_float32_bucket(rel: np.ndarray, bidirectional: bool, num_buckets: int,
     else:
         n = np.maximum(-rel, 0)
     max_exact = num_buckets // 2
-    with np.errstate(divide="ignore"):
-        ratio = np.log(n.astype(np.float32) / np.float32(max_exact))
+    with np.errstate(divide="ignore"):  # a correctly rounded float32 log (libm's float32
+        # logs differ by an ulp between libraries: rounding the float64 log is the portable rule)
+        ratio = _log_float32(n.astype(np.float32) / np.float32(max_exact))
     ratio = ratio / np.float32(math.log(max_distance / max_exact))
     with np.errstate(invalid="ignore"):  # log(0) = -inf, in the branch np.where drops
         large = max_exact + (ratio * np.float32(num_buckets - max_exact)).astype(np.int64)
@@ -223,6 +228,8 @@ def _alibi_queries_from_zero(ref: Reference, inputs: Arrays, params: dict[str, A
 # -- DeBERTa -----------------------------------------------------------------------------------
 def _deberta_log_bucket(rounding: Callable[[Any], Any], dtype: type) -> Callable[..., Any]:
     """transformers' make_log_bucket_position with another rounding or another float dtype."""
+    log = _log_float32 if dtype is np.float32 else np.log
+
     def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
         rel = np.asarray(inputs["relative_position"], dtype=np.int64)
         mid, max_position = params["bucket_size"] // 2, params["max_position"]
@@ -230,9 +237,9 @@ def _deberta_log_bucket(rounding: Callable[[Any], Any], dtype: type) -> Callable
             rel = np.clip(rel, -(max_position - 1), max_position - 1)
         magnitude = np.abs(rel).astype(dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
-            log = (np.log(magnitude / dtype(mid)) / dtype(np.log(dtype((max_position - 1) / mid)))
-                   * dtype(mid - 1))
-            bucket = (rounding(log).astype(np.int64) + mid) * np.sign(rel)
+            x = (log(magnitude / dtype(mid)) / log(np.asarray([(max_position - 1) / mid], dtype))
+                 * dtype(mid - 1))
+            bucket = (rounding(x).astype(np.int64) + mid) * np.sign(rel)
         return np.where(np.abs(rel) <= mid, rel, bucket)
     return apply
 

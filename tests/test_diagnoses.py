@@ -225,3 +225,38 @@ def test_an_output_much_closer_to_a_diagnosis_than_to_the_golden_matches_it() ->
     assert match is not None and match.diagnosis.name == "interleaved_for_half"
     assert not match.strict and match.max_abs <= 1e-3
     assert diagnoser.diagnose(spec, case, case.output + noise, tol, scale=_scale(case)) is None
+
+
+@pytest.mark.oracle
+def test_transformers_bucket_functions_are_diagnosed_as_their_float32_logs() -> None:
+    """transformers' T5 and DeBERTa-v2 buckets, through the harness: every failure they have is
+    named, by the float32 logarithm (the documented ties) or DeBERTa's missing clamp."""
+    torch = pytest.importorskip("torch")
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
+    deberta = pytest.importorskip("transformers.models.deberta_v2.modeling_deberta_v2")
+
+    def t5_bucket(relative_position: np.ndarray, **params: Any) -> np.ndarray:
+        p = resolve_params(SPECS["t5_bucket"], params)
+        return t5.T5Attention._relative_position_bucket(
+            torch.from_numpy(relative_position), **p).numpy()
+
+    def deberta_bucket(relative_position: np.ndarray, **params: Any) -> np.ndarray:
+        p = resolve_params(SPECS["deberta_bucket"], params)  # transformers never clamps
+        out = deberta.make_log_bucket_position(torch.from_numpy(relative_position),
+                                               p["bucket_size"], p["max_position"])
+        return out.numpy().astype(np.int64)
+
+    backend = dataclasses.replace(get_backend("numpy"), name="transformers", overrides={
+        "t5_bucket": t5_bucket, "deberta_bucket": deberta_bucket})
+    failed = [r for r in _case_results(backend, ["t5_bucket", "deberta_bucket"]) if r.failed]
+    named = {(r.check.encoding, r.check.name): (r.details["diagnosis"] or {}).get("name")
+             for r in failed}
+    assert named == {
+        ("t5_bucket", "float32_tie_long_range"): "float32_log",
+        ("t5_bucket", "bidirectional_tie_long_range"): "float32_log",
+        ("deberta_bucket", "float32_tie_ratio_16_9"): "float32_log",
+        ("deberta_bucket", "float32_tie_ratio_7_3"): "float32_log",
+        ("deberta_bucket", "v3_base_window_original"): "no_clamp",
+        ("deberta_bucket", "v3_base_edges_original"): "no_clamp",
+        ("deberta_bucket", "small_log_region_original"): "no_clamp",
+    }
