@@ -260,3 +260,36 @@ def test_transformers_bucket_functions_are_diagnosed_as_their_float32_logs() -> 
         ("deberta_bucket", "v3_base_edges_original"): "no_clamp",
         ("deberta_bucket", "small_log_region_original"): "no_clamp",
     }
+
+
+def _rope_float32_angles(x: np.ndarray, positions: np.ndarray | None = None,
+                         **params: Any) -> np.ndarray:
+    """RoPE as most ports compute it: angles m·θ multiplied in float32 (no bug, less precise)."""
+    from posenc.reference._rope_schedules import frequencies, rotary_width
+
+    p = resolve_params(SPECS["rope"], params)
+    rd = p["rotary_dim"] or rotary_width(x.shape[-1], p["scaling"])
+    pos = np.arange(x.shape[-2]) if positions is None else np.asarray(positions)
+    seq_len = p["seq_len"] or (x.shape[-2] if positions is None else int(pos.max()) + 1)
+    thetas, attention = frequencies(rd, p["base"], p["scaling"], seq_len)
+    angles = pos[..., None].astype(np.float32) * np.asarray(thetas, np.float32)
+    if angles.ndim == 3:  # [batch, seq, half] against x [batch, heads, seq, dim]
+        angles = angles.reshape(angles.shape[0], *([1] * (x.ndim - 3)), *angles.shape[1:])
+    cos, sin = np.cos(angles) * attention, np.sin(angles) * attention
+    half = np.arange(rd // 2)
+    a, b = (half, half + rd // 2) if p["layout"] == "half" else (2 * half, 2 * half + 1)
+    out = x.astype(np.float32)
+    out[..., a] = x[..., a] * cos - x[..., b] * sin
+    out[..., b] = x[..., b] * cos + x[..., a] * sin
+    return out.astype(x.dtype)
+
+
+def test_float32_angles_fail_the_exact_goldens_without_a_diagnosis() -> None:
+    """The usual float32 angle error is no porting bug: no declared diagnosis claims it."""
+    backend = dataclasses.replace(get_backend("numpy"), name="float32_angles",
+                                  overrides={"rope": _rope_float32_angles})
+    options = Options(backends=[backend], encodings=["rope"], dtypes=["float32"],
+                      modes=["eager"], properties=False, gradients=False)
+    failed = [r for r in run(options) if r.failed]
+    assert any(r.check.name == "near_2_17" for r in failed)
+    assert all(r.status == "fail" and r.details["diagnosis"] is None for r in failed), failed
