@@ -138,7 +138,8 @@ class Spec:
 
     def content_hash(self) -> str:
         """Hash of the parsed content: comments and formatting do not change it, nor do the
-        presentation-only keys (how the docs draw the encoding determines no golden number)."""
+        presentation-only keys (how the docs draw the encoding determines no golden number), nor
+        the diagnoses (how a failure is read)."""
         return canonical_hash({k: v for k, v in self.data.items()
                                if k not in PRESENTATION_KEYS | DIAGNOSTIC_KEYS})
 
