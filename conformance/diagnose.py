@@ -115,7 +115,12 @@ class Diagnoser:
                 tol: Tolerance, *, scale: float, angle_bound: float = 0.0) -> None:
         """Record the diagnosis in a CheckFailure's details (None when nothing matches) and add
         the ``likely:`` line to its message."""
-        match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=angle_bound)
+        try:
+            match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=angle_bound)
+        except Exception as exc:  # naming the bug must never change the verdict
+            failure.details["diagnosis"] = None
+            failure.add_note(f"(the diagnoses could not be evaluated: {exc!r})")
+            return
         failure.details["diagnosis"] = match.record() if match else None
         if match:
             failure.add_note(match.line())
