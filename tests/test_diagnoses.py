@@ -293,3 +293,16 @@ def test_float32_angles_fail_the_exact_goldens_without_a_diagnosis() -> None:
     failed = [r for r in run(options) if r.failed]
     assert any(r.check.name == "near_2_17" for r in failed)
     assert all(r.status == "fail" and r.details["diagnosis"] is None for r in failed), failed
+
+
+def test_a_diagnosis_that_raises_leaves_the_failure_a_failure(monkeypatch) -> None:
+    def broken(*args: Any, **kw: Any) -> None:
+        raise ZeroDivisionError("in a transform")
+
+    monkeypatch.setattr(Diagnoser, "diagnose", broken)
+    spec = SPECS["rope"]
+    results = _case_results(_planted(spec, _diagnosis(spec, "theta_10000")), ["rope"])
+    failed = [r for r in results if r.failed]
+    assert failed and all(r.status == "fail" for r in failed)
+    assert all(r.details["diagnosis"] is None and "could not be evaluated" in r.message
+               for r in failed)
