@@ -150,7 +150,8 @@ def document(results: list[Result], options: dict[str, Any] | None = None) -> di
             {"id": r.check.id, "backend": r.check.backend, "device": r.check.device,
              "dtype": r.check.dtype, "mode": r.check.mode, "encoding": r.check.encoding,
              "kind": r.check.kind, "name": r.check.name, "status": r.status,
-             "message": r.message, "details": r.details, "seconds": round(r.seconds, 4)}
+             "message": r.message, "details": r.details, "seconds": round(r.seconds, 4),
+             "diagnosis": r.details.get("diagnosis")}
             for r in results
         ],
     }

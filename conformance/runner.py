@@ -19,6 +19,7 @@ from posenc.catalog import specs
 from posenc.errors import PosencError, SpecError
 
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
+from .diagnose import Diagnoser
 from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
 from .tolerances import tolerance_for
@@ -100,6 +101,7 @@ class Runner:
         self._sessions: set[str] = set()
         self._goldens: dict[str, golden.Golden] = {}
         self._compiled: dict[tuple[str, str, str, str], dict[Any, Any]] = {}
+        self._diagnoser = Diagnoser()
 
     # -- planning --------------------------------------------------------------------------
     def plan(self) -> list[Check]:
@@ -210,15 +212,20 @@ class Runner:
         actual = ctx.run(case.inputs, **case.params)
         if actual.shape != case.output.shape:
             raise CheckFailure(f"shape {actual.shape}, expected {case.output.shape}")
-        if ctx.spec.output_kind == "int":
-            ctx.assert_equal(actual, case.output, f"case {name!r}")
-            return
         floats = [np.abs(v).max(initial=0.0) for d in ctx.spec.inputs
                   if d.kind == "float" and (v := case.inputs[d.name]) is not None]
         finite = case.output[np.isfinite(case.output)]  # masked scores are -inf
         scale = max([float(np.abs(finite).max(initial=0.0)), *floats]) or 1.0
-        ctx.assert_close(actual, case.output, f"case {name!r}", scale=scale,
-                         angle_bound=case.angle_bound)
+        try:
+            if ctx.spec.output_kind == "int":
+                ctx.assert_equal(actual, case.output, f"case {name!r}")
+            else:
+                ctx.assert_close(actual, case.output, f"case {name!r}", scale=scale,
+                                 angle_bound=case.angle_bound)
+        except CheckFailure as exc:  # which declared bug (diagnoses:) the output matches
+            self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
+                                    angle_bound=case.angle_bound)
+            raise
 
     def close(self) -> None:
         self._stack.close()

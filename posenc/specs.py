@@ -19,6 +19,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .diagnoses import Diagnosis
+from .diagnoses import parse as parse_diagnoses
 from .errors import SpecError
 from .paths import spec_dir
 
@@ -59,6 +61,9 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 # and docs/encodings.md draw). They stay out of the content hash, so redrawing a picture does
 # not make every golden stale.
 PRESENTATION_KEYS = frozenset({"plot"})
+# Keys that say how to read a failure (``diagnoses``), not what the reference computes for the
+# cases: also outside the content hash.
+DIAGNOSTIC_KEYS = frozenset({"diagnoses"})
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class Spec:
     dtype_parameter: bool
     trigonometric: bool
     tolerances: dict[str, dict[str, Any]]
+    diagnoses: tuple[Diagnosis, ...] = ()
 
     @property
     def module(self) -> str:
@@ -132,8 +138,10 @@ class Spec:
 
     def content_hash(self) -> str:
         """Hash of the parsed content: comments and formatting do not change it, nor do the
-        presentation-only keys (how the docs draw the encoding determines no golden number)."""
-        return canonical_hash({k: v for k, v in self.data.items() if k not in PRESENTATION_KEYS})
+        presentation-only keys (how the docs draw the encoding determines no golden number), nor
+        the diagnoses (how a failure is read)."""
+        return canonical_hash({k: v for k, v in self.data.items()
+                               if k not in PRESENTATION_KEYS | DIAGNOSTIC_KEYS})
 
 
 def canonical_hash(data: Any) -> str:
@@ -227,13 +235,34 @@ def parse_spec(data: Any, path: Path) -> Spec:
     if dupes:
         raise SpecError(f"{path}: properties: declared twice with the same params: {dupes}")
 
+    diagnoses: tuple[Diagnosis, ...] = ()
+    if data.get("diagnoses"):
+        diagnoses = _parse_diagnoses(data, path, parameters, inputs)
+
     return Spec(
         id=data["id"], path=path, data=data, family=data["family"], function=data["function"],
         inputs=inputs, parameters=parameters, cases=tuple(cases), properties=tuple(properties),
         dtype_parameter=bool(data.get("dtype_parameter", False)),
         trigonometric=bool(data.get("trigonometric", False)),
-        tolerances=dict(data.get("tolerances", {})),
+        tolerances=dict(data.get("tolerances", {})), diagnoses=diagnoses,
     )
+
+
+def _parse_diagnoses(data: dict[str, Any], path: Path, parameters: dict[str, dict[str, Any]],
+                     inputs: tuple[InputDecl, ...]) -> tuple[Diagnosis, ...]:
+    import importlib
+
+    module = data.get("module", data["id"])
+    try:
+        reference = getattr(importlib.import_module(f"posenc.reference.{module}"), data["function"])
+    except (ImportError, AttributeError) as exc:
+        raise SpecError(f"{path}: diagnoses: no reference posenc.reference.{module}."
+                        f"{data['function']} to evaluate them with ({exc})") from None
+    return parse_diagnoses(
+        data["diagnoses"], path, module=module, reference=reference, parameters=parameters,
+        inputs=tuple(i.name for i in inputs),
+        check_value=lambda where, name, value: _check_value(path, where, name,
+                                                            parameters[name], value))
 
 
 def load_spec_file(path: Path) -> Spec:
