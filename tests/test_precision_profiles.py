@@ -139,3 +139,22 @@ def test_bf16_angles_grade_reduced() -> None:
     assert "reduced" in {r.grade for r in reduced}
     assert not [r for r in _rope_results(BF16_ANGLES, "conventional", properties=False)
                 if r.grade == "reduced" and not r.failed]
+
+
+def test_pytest_plugin_takes_the_profile_from_its_option_or_ini(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from .conftest import TESTS
+
+    def pytest_run(*extra: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "--pyargs", "posenc.conformance",
+             "--posenc-backend", "tests.test_precision_profiles:BF16_ANGLES",
+             "--posenc-encoding", "rope", "--posenc-dtype", "float32", "--posenc-mode",
+             "eager", "-k", "llama_head_dim_128", "-q", "-p", "no:cacheprovider", *extra],
+            capture_output=True, text=True, cwd=TESTS.parent, timeout=300)
+        return proc.stdout
+
+    assert "1 failed" in pytest_run("--posenc-precision", "conventional")
+    assert "1 passed" in pytest_run("-o", "posenc_precision=reduced")
