@@ -72,6 +72,8 @@ def _cell(results: list[Result]) -> str:
         where = sorted({f"{r.check.dtype}/{r.check.mode}" for r in results if r.failed})
         text += f" [{', '.join(where[:4])}{', …' if len(where) > 4 else ''}]"
     extras = [f"{counts[s]} {s}" for s in ("xfail", "xpass") if counts[s]]
+    looser = Counter(r.grade for r in results if r.status == "pass" and r.grade not in (None, "exact"))
+    extras += [f"{n} graded {grade}" for grade, n in sorted(looser.items())]
     if counts["unsupported"]:
         extras.append(f"in scope {ran}/{len(results)}")
     return text + (f" ({', '.join(extras)})" if extras else "")
@@ -102,14 +104,17 @@ def failures(results: list[Result], limit: int | None = None) -> str:
         lines += [f"    {line}" for line in r.message.splitlines()[:16]]
     if limit is not None and len(failed) > limit:
         lines.append(f"... and {len(failed) - limit} more (see --json)")
-    lines += grades(results)
+    lines += grades(results, limit)
     return "\n".join(lines)
 
 
-def grades(results: list[Result]) -> list[str]:
+def grades(results: list[Result], limit: int | None = None) -> list[str]:
     """A line per passing check that meets only a looser precision profile than exact."""
-    return [f"PASS {r.check.id} (grade: {r.grade}, not exact)" for r in results
-            if r.status in ("pass", "xpass") and r.grade not in (None, "exact")]
+    looser = [r for r in results if r.status in ("pass", "xpass") and r.grade not in (None, "exact")]
+    lines = [f"PASS {r.check.id} (grade: {r.grade}, not exact)" for r in looser[:limit]]
+    if limit is not None and len(looser) > limit:
+        lines.append(f"... and {len(looser) - limit} more passing a looser profile only")
+    return lines
 
 
 def environment() -> dict[str, Any]:

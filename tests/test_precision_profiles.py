@@ -95,6 +95,9 @@ def test_float32_angles_pass_conventional_with_that_grade(hf_exact: list[Any]) -
     assert "conventional" in graded.values()
     text = report.failures(results)
     assert "(grade: conventional, not exact)" in text
+    n = sum(g == "conventional" for g in graded.values())
+    assert f"ok {len(graded)} ({n} graded conventional, in scope {len(graded)}/{len(results)})" \
+        in report.matrix(results)
     line = report.closing_line(results)
     assert "0 failed" in line and f"in scope: {len(graded)} of {len(results)}" in line
 
