@@ -16,7 +16,7 @@ from posenc import golden
 from posenc.backends import get_backend, installed_backends
 from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
-from posenc.errors import PosencError, SpecError
+from posenc.errors import ParameterError, PosencError, SpecError
 
 from . import grading, messages, scope
 from .context import CheckFailure, Context, Unsupported
@@ -86,8 +86,8 @@ class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
         if options.precision not in PROFILES:
-            raise PosencError(f"precision profile {options.precision!r} (known: "
-                              f"{', '.join(PROFILES)})")
+            raise ParameterError(f"Options.precision={options.precision!r}: not a precision "
+                                 f"profile (known: {', '.join(PROFILES)})")
         resolved = [get_backend(b) for b in options.backends or installed_backends()]
         self.backends: dict[str, Backend] = {b.name: b for b in resolved}
         if "tensorflow" in self.backends and "torch" in self.backends:

@@ -161,3 +161,10 @@ def test_pytest_plugin_takes_the_profile_from_its_option_or_ini(tmp_path: Any) -
 
     assert "1 failed" in pytest_run("--posenc-precision", "conventional")
     assert "1 passed" in pytest_run("-o", "posenc_precision=reduced")
+
+
+def test_an_unknown_profile_is_a_parameter_error() -> None:
+    from posenc.conformance.runner import Runner
+
+    with pytest.raises(posenc.ParameterError, match=r"Options\.precision='fuzzy'"):
+        Runner(Options(backends=["numpy"], encodings=["rope"], precision="fuzzy"))
