@@ -88,3 +88,27 @@ def test_an_exception_names_the_frame_that_raised() -> None:
     assert r.message.startswith("KeyError: 'missing'")
     assert "test_failure_messages.py:" in r.message and "in _raises" in r.message
     assert r.details["params"] == r.details["params"] and "inputs" in r.details
+
+
+def test_a_real_hypothesis_explanation_into_the_harness_is_dropped(monkeypatch) -> None:
+    from posenc.conformance import messages
+    from posenc.conformance.runner import Runner
+
+    raw: list[str] = []
+    keep = messages.notes
+
+    def spy(exc: BaseException) -> list[str]:
+        raw.extend(getattr(exc, "__notes__", []))
+        return keep(exc)
+
+    monkeypatch.setattr(messages, "notes", spy)
+    options = Options(backends=[overrides.SWAPPED_LAYOUT], encodings=["rope"],
+                      dtypes=["float32"], modes=["eager"], max_examples=25, cases=False,
+                      gradients=False)
+    with Runner(options) as runner:
+        check = next(c for c in runner.plan() if c.name == "rope_layout_permutation")
+        result = runner.execute(check)
+    assert result.failed
+    assert any("Explanation" in n and str(HARNESS / "context.py") in n for n in raw), raw
+    assert "Explanation" not in result.message and str(HARNESS) not in result.message
+    assert "seed=" in result.message
