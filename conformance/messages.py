@@ -46,17 +46,27 @@ def _in_harness(line: str) -> bool:
 
 
 def notes(exc: BaseException) -> list[str]:
-    """The exception's notes (Hypothesis's falsifying example and explanation), without the
-    explanation lines that point into the harness's own files (an empty explanation dropped)."""
+    """The exception's notes (Hypothesis's failing example and explanation), without the
+    explanation lines that point into the harness's own files; an explanation left without
+    a line of its own is dropped whole."""
+    lines = [line for note in getattr(exc, "__notes__", []) for line in str(note).splitlines()
+             if line.strip()]
     out: list[str] = []
-    for note in getattr(exc, "__notes__", []):
-        lines = [line for line in str(note).splitlines() if not _in_harness(line)]
-        if lines and lines[0].strip().startswith("Explanation") and not any(
-                ".py:" in line for line in lines[1:]):
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("Explanation"):
+            out.append(lines[i])
+            i += 1
             continue
-        if lines and any(line.strip() for line in lines):
-            out.append(plain("\n".join(lines)))
-    return out
+        block = [lines[i]]  # the explanation: its header and the indented lines under it
+        i += 1
+        while i < len(lines) and lines[i].startswith((" ", "\t")):
+            block.append(lines[i])
+            i += 1
+        kept = [line for line in block if not _in_harness(line)]
+        if any(".py:" in line for line in kept):
+            out += kept
+    return [plain(line) for line in out]
 
 
 def last_frame(exc: BaseException) -> str:
