@@ -28,7 +28,8 @@ class Backend:
     rest is the backend's too (a framework backend plus one kernel). ``scope(function,
     params)`` returns why arguments are outside what the backend implements (None: in scope):
     such checks report ``unsupported``, as when the implementation raises ``posenc.Unsupported``
-    or ``NotImplementedError``.
+    or ``NotImplementedError``. An implementation that computes in float32 by design leaves
+    float64 out of ``dtypes`` (its float64 checks then report unsupported).
     ``force_namespace`` runs the implementations with this namespace even though the arrays
     look like another library's (module backends wrapping NumPy). ``session`` is entered once
     around a harness run (e.g. JAX's 64-bit mode, scoped to the harness).
