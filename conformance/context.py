@@ -45,6 +45,8 @@ class Context:
     _compiled: dict[Any, Callable[..., Any]] = field(default_factory=dict)
     # the parameters and input shapes/dtypes of the last call, for failure messages
     last_call: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None
+    last_ints: dict[str, np.ndarray] = field(default_factory=dict)  # its integer inputs
+    last_shape: tuple[int, ...] | None = None  # the shape of the last result
 
     # -- inputs -------------------------------------------------------------------------
     @staticmethod
@@ -95,6 +97,9 @@ class Context:
         params = {**self.params, **params}
         self.last_call = (params, messages.inputs(
             {k: inputs[k] for k in present}, {k: self._dtype_of(k) for k in present}))
+        self.last_ints = {k: np.asarray(inputs[k]) for k in present
+                          if self._dtype_of(k) == self.backend.index_dtype}
+        self.last_shape = None
         reason = scope.out_of_scope(self.backend, self.spec.function, params)
         if reason:
             raise Unsupported(f"out of {self.backend.name}'s declared scope: {reason}")
@@ -109,7 +114,9 @@ class Context:
         """Call the encoding and return its result as float64 NumPy (complex128 for complex
         results; a tuple stacked on a new leading axis), after checking that it is made of
         arrays of this backend, of the dtype under test."""
-        return self.to_numpy(self.raw(inputs, **params))
+        out = self.to_numpy(self.raw(inputs, **params))
+        self.last_shape = out.shape
+        return out
 
     def to_numpy(self, out: Any) -> np.ndarray:
         """A backend result as NumPy, checked by :meth:`check_array` (tuples part by part)."""

@@ -132,7 +132,40 @@ def failure(result: Any, ctx: Any, exc: BaseException | None = None) -> Any:
         params, shapes = jsonable(ctx.last_call[0]), ctx.last_call[1]
         result.details.setdefault("params", params)
         result.details.setdefault("inputs", shapes)
+        worst = result.details.get("worst_index")
+        if worst is not None and ctx.last_shape is not None and len(worst) == len(ctx.last_shape):
+            found = at_index(ctx.last_ints, ctx.last_shape, tuple(worst))
+            if found:
+                result.details["at_worst"] = found
+                lines.append("at the worst index: " + ", ".join(
+                    f"{k}={v}" for k, v in found.items()))
     reason = ctx.tol.reason if ctx is not None and result.status == "fail" else None
     lines += context_lines(params, shapes, reason)
     result.message = "\n".join([result.message, *lines])
     return result
+
+
+def at_index(ints: dict[str, Any], out_shape: tuple[int, ...],
+             index: tuple[int, ...]) -> dict[str, int]:
+    """The integer inputs (positions, relative distances) that produced element ``index`` of a
+    result of ``out_shape``, where the input's axes line up with the result's: all of them
+    (relative positions -> a bias), all but the feature axis ([..., seq] -> [..., seq, dim]),
+    the sequence axis ([seq] -> [..., seq, dim]), or batch and sequence ([batch, seq] ->
+    [batch, ..., seq, dim])."""
+    found = {}
+    for name, a in ints.items():
+        a = np.asarray(a)
+        if a.ndim == 0 or a.ndim > len(out_shape):
+            continue
+        if a.shape == out_shape or (a.ndim == len(out_shape) - 1
+                                    and a.shape == out_shape[:-1]):
+            at = index[: a.ndim]
+        elif a.ndim == 1 and len(out_shape) >= 2 and a.shape[0] == out_shape[-2]:
+            at = (index[-2],)
+        elif (a.ndim == 2 and len(out_shape) >= 3
+              and a.shape == (out_shape[0], out_shape[-2])):
+            at = (index[0], index[-2])
+        else:
+            continue
+        found[name] = int(a[at])
+    return found

@@ -114,3 +114,26 @@ def test_a_real_hypothesis_explanation_into_the_harness_is_dropped(monkeypatch) 
     assert "Explanation" not in result.message and str(HARNESS) not in result.message
     assert "These lines" not in result.message
     assert "seed=" in result.message
+
+
+def test_the_positions_at_the_worst_index_are_shown() -> None:
+    import numpy as np
+
+    from posenc.conformance.messages import at_index
+
+    positions = np.array([100, 101, 102, 103, 104, 105])
+    # rope: positions [seq] against x [batch, heads, seq, dim]
+    assert at_index({"positions": positions}, (1, 2, 6, 128), (0, 1, 4, 7)) == {"positions": 104}
+    # [batch, seq] against [batch, heads, seq, dim]
+    rows = np.array([[0, 0, 1], [5, 6, 7]])
+    assert at_index({"positions": rows}, (2, 4, 3, 8), (1, 3, 2, 0)) == {"positions": 7}
+    # relative positions shaped like the result; sinusoidal's [..., seq] -> [..., seq, dim]
+    assert at_index({"rel": rows}, (2, 3), (1, 0)) == {"rel": 5}
+    assert at_index({"positions": rows}, (2, 3, 16), (0, 2, 9)) == {"positions": 1}
+    assert at_index({"positions": positions}, (4, 4), (0, 0)) == {}
+
+    results = _rope(overrides.OFF_BY_ONE, properties=False)
+    r = next(r for r in results if r.check.name == "llama_head_dim_128")
+    worst = r.details["worst_index"]
+    assert r.details["at_worst"] == {"positions": 100 + worst[-2]}
+    assert f"at the worst index: positions={100 + worst[-2]}" in r.message
