@@ -23,7 +23,13 @@ class Backend:
     ``load`` imports the framework and returns its array-API namespace. ``to_numpy`` and
     ``from_numpy`` convert (``from_numpy(array, dtype_name, device)``). ``compile`` wraps a
     function of arrays for the compiled mode (None: the backend has none). ``overrides`` replace
-    individual encodings by name (a fused kernel is a backend overriding ``rope``).
+    individual encodings by name (a fused kernel is a backend overriding ``rope``); the
+    harness checks only what a backend with overrides provides, unless ``own_code`` says the
+    rest is the backend's too (a framework backend plus one kernel). ``scope(function,
+    params)`` returns why arguments are outside what the backend implements (None: in scope):
+    such checks report ``unsupported``, as when the implementation raises ``posenc.Unsupported``
+    or ``NotImplementedError``. An implementation that computes in float32 by design leaves
+    float64 out of ``dtypes`` (its float64 checks then report unsupported).
     ``force_namespace`` runs the implementations with this namespace even though the arrays
     look like another library's (module backends wrapping NumPy). ``session`` is entered once
     around a harness run (e.g. JAX's 64-bit mode, scoped to the harness).
@@ -40,6 +46,8 @@ class Backend:
     device_object: Callable[[str], Any] = field(default=lambda name: name)
     compile: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
     overrides: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    own_code: bool = False  # the encodings not overridden are the backend's own code too
+    scope: Callable[[str, dict[str, Any]], str | None] | None = None
     force_namespace: bool = False
     session: Callable[[], contextlib.AbstractContextManager[Any]] = field(
         default=contextlib.nullcontext)

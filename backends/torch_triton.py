@@ -252,7 +252,7 @@ def _viewable(t: Any) -> bool:
 _OPS = _register() if importlib.util.find_spec("triton") is not None else None
 
 BACKEND = dataclasses.replace(
-    TORCH, name="torch-triton", overrides={"rope": rope}, devices=_devices, requires="triton",
-    extra="triton")
+    TORCH, name="torch-triton", overrides={"rope": rope}, own_code=True, devices=_devices,
+    requires="triton", extra="triton")
 
 __getattr__, __dir__ = bind_module(BACKEND)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from posenc.golden import output_array
 from posenc.inputs import generate
 from posenc.specs import Spec
 
+from . import messages, scope
 from .tolerances import Comparison, Tolerance, compare
 
 
@@ -46,6 +48,10 @@ class Context:
     args: dict[str, Any] = field(default_factory=dict)  # property arguments
     max_examples: int = 25
     _compiled: dict[Any, Callable[..., Any]] = field(default_factory=dict)
+    # the parameters and input shapes/dtypes of the last call, for failure messages
+    last_call: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None
+    last_ints: dict[str, np.ndarray] = field(default_factory=dict)  # its integer inputs
+    last_shape: tuple[int, ...] | None = None  # the shape of the last result
 
     # -- inputs -------------------------------------------------------------------------
     @staticmethod
@@ -93,14 +99,29 @@ class Context:
     def raw(self, inputs: dict[str, np.ndarray | None], **params: Any) -> Any:
         """Call the encoding with NumPy inputs converted; returns the backend's own array."""
         present = tuple(k for k, v in inputs.items() if v is not None)
+        params = {**self.params, **params}
+        self.last_call = (params, messages.inputs(
+            {k: inputs[k] for k in present}, {k: self._dtype_of(k) for k in present}))
+        self.last_ints = {k: np.asarray(inputs[k]) for k in present
+                          if self._dtype_of(k) == self.backend.index_dtype}
+        self.last_shape = None
+        reason = scope.out_of_scope(self.backend, self.spec.function, params)
+        if reason:
+            raise Unsupported(f"out of {self.backend.name}'s declared scope: {reason}")
         arrays = [self._convert(k, inputs[k]) for k in present]
-        return self._callable(present, {**self.params, **params})(*arrays)
+        return self._callable(present, params)(*arrays)
+
+    def _dtype_of(self, name: str) -> str:
+        kind = next(i.kind for i in self.spec.inputs if i.name == name)
+        return {"float": self.dtype, "bool": "bool"}.get(kind, self.backend.index_dtype)
 
     def run(self, inputs: dict[str, np.ndarray | None], **params: Any) -> np.ndarray:
         """Call the encoding and return its result as float64 NumPy (complex128 for complex
         results; a tuple stacked on a new leading axis), after checking that it is made of
         arrays of this backend, of the dtype under test."""
-        return self.to_numpy(self.raw(inputs, **params))
+        out = self.to_numpy(self.raw(inputs, **params))
+        self.last_shape = out.shape
+        return out
 
     def to_numpy(self, out: Any) -> np.ndarray:
         """A backend result as NumPy, checked by :meth:`check_array` (tuples part by part)."""
@@ -159,7 +180,8 @@ class Context:
             worst = tuple(int(i) for i in np.argwhere(diff)[0])
             raise CheckFailure(
                 f"{what}: not bit-identical: {int(diff.sum())} elements differ, first at index "
-                f"{worst}: got {actual[worst]!r}, expected {expected[worst]!r}",
+                f"{worst}: got {messages.number(actual[worst])}, expected "
+                f"{messages.number(expected[worst])}",
                 {"worst_index": list(worst), "max_abs": float(np.nanmax(np.abs(actual - expected)))})
 
     def given(self, **strategies: Any) -> Callable[[Callable[..., None]], None]:
@@ -167,9 +189,24 @@ class Context:
         from hypothesis import HealthCheck, given, settings
 
         def decorator(fn: Callable[..., None]) -> None:
+            out_of_scope: list[BaseException] = []
+
+            # an example outside the implementation's scope ends the property as unsupported,
+            # without Hypothesis shrinking it as a failure
+            @functools.wraps(fn)
+            def example(*args: Any, **kwargs: Any) -> None:
+                if out_of_scope:
+                    return
+                try:
+                    fn(*args, **kwargs)
+                except (Unsupported, NotImplementedError) as exc:
+                    out_of_scope.append(exc)
+
             test = settings(max_examples=self.max_examples, derandomize=True, database=None,
                             deadline=None, print_blob=False,
-                            suppress_health_check=list(HealthCheck))(given(**strategies)(fn))
+                            suppress_health_check=list(HealthCheck))(given(**strategies)(example))
             test()
+            if out_of_scope:
+                raise out_of_scope[0]
 
         return decorator

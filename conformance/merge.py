@@ -18,7 +18,7 @@ from posenc.errors import PosencError
 
 FORMAT = "posenc-merged-report"
 RESULT_FIELDS = ("backend", "device", "dtype", "mode", "encoding", "kind", "name", "status",
-                 "message", "details", "seconds")
+                 "message", "details", "seconds", "grade", "provided_by", "params", "inputs")
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -21,6 +21,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--posenc-device", default="cpu")
     group.addoption("--posenc-max-examples", type=int, default=25)
     group.addoption("--posenc-expectations", default=None, metavar="PATH")
+    group.addoption("--posenc-precision", default=None,
+                    choices=["exact", "conventional", "reduced"],
+                    help="precision profile to meet (default: the posenc_precision ini value, "
+                         "else exact)")
+    group.addoption("--posenc-include-posenc-code", action="store_true",
+                    help="check posenc's own code for encodings an override backend lacks")
+    parser.addini("posenc_precision", "precision profile: exact, conventional or reduced",
+                  default="exact")
 
 
 def _options(config: pytest.Config) -> Any:
@@ -32,7 +40,9 @@ def _options(config: pytest.Config) -> Any:
         backends=get("posenc_backend"), encodings=get("posenc_encoding"),
         dtypes=get("posenc_dtype"), modes=get("posenc_mode") or list(MODES),
         device=get("posenc_device"), max_examples=get("posenc_max_examples"),
-        expectations=_load_expectations(get("posenc_expectations")))
+        expectations=_load_expectations(get("posenc_expectations")),
+        precision=get("posenc_precision") or config.getini("posenc_precision"),
+        include_posenc_code=get("posenc_include_posenc_code"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from .runner import Check, Result
 
 SKIPPED = ("unsupported", "xfail")
+LIFTED = ("params", "inputs")  # result details that are keys of a JSON result entry
 
 
 class Progress:
@@ -52,7 +53,10 @@ def closing_line(results: list[Result]) -> str:
     passed = counts["pass"] + counts["xpass"]
     failed = counts["fail"] + counts["error"]
     skipped = sum(counts[s] for s in SKIPPED)
-    return f"conformance: {passed} passed, {failed} failed, {skipped} skipped"
+    line = f"conformance: {passed} passed, {failed} failed, {skipped} skipped"
+    if counts["unsupported"]:  # coverage: the checks in the implementation's scope
+        line += f"; in scope: {len(results) - counts['unsupported']} of {len(results)} checks"
+    return line
 
 
 def _cell(results: list[Result]) -> str:
@@ -67,7 +71,11 @@ def _cell(results: list[Result]) -> str:
     if failed:  # where: the dtype/mode combinations that failed
         where = sorted({f"{r.check.dtype}/{r.check.mode}" for r in results if r.failed})
         text += f" [{', '.join(where[:4])}{', …' if len(where) > 4 else ''}]"
-    extras = [f"{counts[s]} {s}" for s in ("xfail", "xpass", "unsupported") if counts[s]]
+    extras = [f"{counts[s]} {s}" for s in ("xfail", "xpass") if counts[s]]
+    looser = Counter(r.grade for r in results if r.status == "pass" and r.grade not in (None, "exact"))
+    extras += [f"{n} graded {grade}" for grade, n in sorted(looser.items())]
+    if counts["unsupported"]:
+        extras.append(f"in scope {ran}/{len(results)}")
     return text + (f" ({', '.join(extras)})" if extras else "")
 
 
@@ -91,11 +99,22 @@ def failures(results: list[Result], limit: int | None = None) -> str:
     failed = [r for r in results if r.failed]
     lines = []
     for r in failed[:limit]:
-        lines.append(f"{r.status.upper()} {r.check.id}")
-        lines += [f"    {line}" for line in r.message.splitlines()[:12]]
+        grade = f" (meets the {r.grade} profile)" if r.grade else ""
+        lines.append(f"{r.status.upper()} {r.check.id}{grade}")
+        lines += [f"    {line}" for line in r.message.splitlines()[:16]]
     if limit is not None and len(failed) > limit:
         lines.append(f"... and {len(failed) - limit} more (see --json)")
+    lines += grades(results, limit)
     return "\n".join(lines)
+
+
+def grades(results: list[Result], limit: int | None = None) -> list[str]:
+    """A line per passing check that meets only a looser precision profile than exact."""
+    looser = [r for r in results if r.status in ("pass", "xpass") and r.grade not in (None, "exact")]
+    lines = [f"PASS {r.check.id} (grade: {r.grade}, not exact)" for r in looser[:limit]]
+    if limit is not None and len(looser) > limit:
+        lines.append(f"... and {len(looser) - limit} more passing a looser profile only")
+    return lines
 
 
 def environment() -> dict[str, Any]:
@@ -150,8 +169,10 @@ def document(results: list[Result], options: dict[str, Any] | None = None) -> di
             {"id": r.check.id, "backend": r.check.backend, "device": r.check.device,
              "dtype": r.check.dtype, "mode": r.check.mode, "encoding": r.check.encoding,
              "kind": r.check.kind, "name": r.check.name, "status": r.status,
-             "message": r.message, "details": r.details, "seconds": round(r.seconds, 4),
-             "diagnosis": r.details.get("diagnosis")}
+             "message": r.message, "seconds": round(r.seconds, 4), "grade": r.grade,
+             "provided_by": r.provided_by, "diagnosis": r.details.get("diagnosis"),
+             **{k: r.details.get(k) for k in LIFTED if k in r.details},
+             "details": {k: v for k, v in r.details.items() if k not in LIFTED}}
             for r in results
         ],
     }

@@ -16,13 +16,14 @@ from posenc import golden
 from posenc.backends import get_backend, installed_backends
 from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
-from posenc.errors import PosencError, SpecError
+from posenc.errors import ParameterError, PosencError, SpecError
 
+from . import grading, messages, scope
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
 from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
-from .tolerances import tolerance_for
+from .tolerances import PROFILES, Tolerance, tolerance_for
 
 MODES = ("eager", "compiled")
 FAILING = ("fail", "error")
@@ -43,6 +44,9 @@ class Options:
     skip: list[str] = field(default_factory=list)  # check-id globs deselected from the plan
     # compiled mode checks only the first N golden cases of each spec (None: all of them)
     compiled_cases: int | None = None
+    precision: str = "exact"  # the profile a check must meet: exact | conventional | reduced
+    # check posenc's own code for the encodings an override backend does not provide
+    include_posenc_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class Result:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    grade: str | None = None  # the tightest precision profile met (None: none, or not run)
+    provided_by: str | None = None  # "backend", or "posenc" for posenc's own code
 
     @property
     def failed(self) -> bool:
@@ -80,6 +86,9 @@ class Runner:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        if options.precision not in PROFILES:
+            raise ParameterError(f"Options.precision={options.precision!r}: not a precision "
+                                 f"profile (known: {', '.join(PROFILES)})")
         resolved = [get_backend(b) for b in options.backends or installed_backends()]
         self.backends: dict[str, Backend] = {b.name: b for b in resolved}
         if "tensorflow" in self.backends and "torch" in self.backends:
@@ -150,17 +159,23 @@ class Runner:
             self._goldens[spec_id] = golden.load(self.specs[spec_id])
         return self._goldens[spec_id]
 
-    def _context(self, check: Check, backend: Backend) -> Context:
+    def _tolerance(self, check: Check, profile: str) -> Tolerance:
+        spec = self.specs[check.encoding]
+        return tolerance_for(check.dtype, spec.tolerances, profile, spec.trigonometric)
+
+    def _context(self, check: Check, backend: Backend, profile: str = "exact") -> Context:
         spec = self.specs[check.encoding]
         key = (check.backend, check.dtype, check.mode, check.encoding)
         return Context(backend=backend, spec=spec, dtype=check.dtype, mode=check.mode,
-                       device=check.device, tol=tolerance_for(check.dtype, spec.tolerances),
+                       device=check.device, tol=self._tolerance(check, profile),
                        max_examples=self.options.max_examples,
                        _compiled=self._compiled.setdefault(key, {}))
 
     def execute(self, check: Check) -> Result:
         start = time.perf_counter()
-        result = self._execute(check)
+        result = grading.graded(
+            lambda profile: self._execute(check, profile), self.options.precision, check.kind,
+            lambda a, b: self._tolerance(check, a) != self._tolerance(check, b))
         result.seconds = time.perf_counter() - start
         backend = self.backends[check.backend]
         for pattern, reason in {**backend.expectations, **self.options.expectations}.items():
@@ -172,15 +187,20 @@ class Runner:
                 break
         return result
 
-    def _execute(self, check: Check) -> Result:
+    def _execute(self, check: Check, profile: str = "exact") -> Result:
         backend = self.backends[check.backend]
         if check.kind == "capability":
             return Result(check, "unsupported", f"backend {check.backend!r} has no {check.name}")
+        spec = self.specs[check.encoding]
+        who = scope.provided_by(backend, spec, check.kind, check.property_index)
+        if who == "posenc" and not self.options.include_posenc_code:
+            return Result(check, "unsupported", scope.not_provided_reason(backend))
+        ctx: Context | None = None
         try:
             self._enter(backend)
             if check.device not in backend.devices():
                 return Result(check, "unsupported", f"no device {check.device!r} on this machine")
-            ctx = self._context(check, backend)
+            ctx = self._context(check, backend, profile)
             if check.kind == "case":
                 self._check_case(ctx, check.name)
             elif check.kind == "gradient":
@@ -192,18 +212,25 @@ class Runner:
                 decl = ctx.spec.properties[check.property_index]
                 ctx.params, ctx.args = dict(decl.params), dict(decl.args)
                 get_property(decl.name)(ctx)
+            result = Result(check, "pass")
         except Unsupported as exc:
-            return Result(check, "unsupported", str(exc))
+            result = Result(check, "unsupported", str(exc))
         except UpstreamFailure as exc:
-            return Result(check, "xfail", str(exc))
+            result = Result(check, "xfail", str(exc))
+        except NotImplementedError as exc:  # posenc.Unsupported too: out of the adapter's scope
+            reason = str(exc) or type(exc).__name__
+            result = Result(check, "unsupported", f"{reason} (raised at {messages.last_frame(exc)})")
         except CheckFailure as exc:
-            return Result(check, "fail", _with_notes(exc), dict(exc.details))
+            result = messages.failure(Result(check, "fail", _with_notes(exc), dict(exc.details)),
+                                      ctx)
         except PosencError as exc:
-            return Result(check, "error", f"{type(exc).__name__}: {_with_notes(exc)}")
+            result = messages.failure(
+                Result(check, "error", f"{type(exc).__name__}: {_with_notes(exc)}"), ctx, exc)
         except Exception as exc:  # a backend bug must not stop the run
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            return Result(check, "error", text)
-        return Result(check, "pass")
+            result = messages.failure(Result(check, "error", text), ctx, exc)
+        result.provided_by = who
+        return result
 
     def _check_case(self, ctx: Context, name: str) -> None:
         case = self._golden(ctx.spec.id).cases[name]
@@ -238,8 +265,7 @@ class Runner:
 
 
 def _with_notes(exc: BaseException, text: str | None = None) -> str:
-    notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
-    return "\n".join([text or str(exc), *notes])
+    return "\n".join([messages.plain(text or str(exc)), *messages.notes(exc)])
 
 
 def plan(options: Options) -> list[Check]:

@@ -6,6 +6,28 @@ case's expected output and float inputs, ``eps(compute)`` is the machine epsilon
 angles are computed in (float64 for float64 results, float32 otherwise) and ``angle_bound`` the
 largest |angle| a trigonometric case evaluates: a float32 angle ``m * theta`` is only known to
 about ``eps32 * |m * theta|``, an error no implementation computing angles in float32 avoids.
+
+Precision profiles (``--precision``) say which of those errors a run admits; each result is also
+graded with the tightest profile it meets (:mod:`.grading`).
+
+- ``exact`` (the default): the spec's tolerances as written. The rotary specs set ``angle: 0``:
+  their phases come from exact positions, so no slack grows with the position.
+- ``conventional``: angles ``m * theta`` computed in float32 the usual way (one rounding of
+  theta, one of the product, ``m`` exact below 2^24). The computed angle is off by at most
+  ``2 u32 |m theta|`` (``u32 = eps32 / 2``, plus a few ulps of ``pow`` for theta), so cos and
+  sin are each off by that much, and the rotation ``x_a cos - x_b sin`` adds the two terms:
+  ``|error| <= 2 * 2 u32 * angle_bound * scale = 2 eps32 * angle_bound * scale``. The profile
+  restores the angle coefficient of :data:`DEFAULTS` (4, twice that bound) where a spec sets a
+  smaller one; float64 results keep float64 angles. Only trigonometric specs differ.
+- ``reduced``: the angles, or the cos/sin cache, held in bfloat16 or float16 (unit roundoff
+  ``u16 = 2^-8`` for bfloat16, the coarser of the two). Two rounded operands (the position or
+  theta, and the product) put the angle ``2 u16 |m theta|`` off, the two terms of the rotation
+  double it: the angle term becomes ``4 * u16 * angle_bound * scale`` (the DEFAULTS coefficient
+  with ``eps = u16``), and rounding cos and sin themselves adds ``u16 / 2`` per term, two terms:
+  ``atol += u16``.
+
+Every tolerance is at least the result dtype's half-ulp plus the rounding of the inputs
+(``tests/test_tolerance_floor.py`` holds each spec to it).
 """
 
 from __future__ import annotations
@@ -16,6 +38,9 @@ from typing import Any
 import numpy as np
 
 EPS = {"float64": float(np.finfo(np.float64).eps), "float32": float(np.finfo(np.float32).eps)}
+
+PROFILES = ("exact", "conventional", "reduced")  # tightest first
+REDUCED_ANGLE_EPS = 2.0**-8  # unit roundoff of bfloat16, the coarser 16-bit angle dtype
 
 # Results rounded to bfloat16 (8 significant bits) or float16 (11) carry half an ulp of
 # relative error, and one more for the input rounding inside a two-term rotation.
@@ -34,9 +59,13 @@ class Tolerance:
     atol: float
     angle: float
     reason: str = "default for the dtype"
+    angle_eps: float | None = None  # relative error of a stored angle (None: the compute dtype's)
+    profile: str = "exact"
 
     @property
     def compute_eps(self) -> float:
+        if self.angle_eps is not None:
+            return self.angle_eps
         return EPS["float64" if self.dtype == "float64" else "float32"]
 
     def allowed(self, expected: Any, scale: float, angle_bound: float = 0.0) -> Any:
@@ -48,13 +77,31 @@ class Tolerance:
         return replace(self, rtol=self.rtol * factor, atol=self.atol * factor)
 
 
-def tolerance_for(dtype: str, overrides: dict[str, dict[str, Any]] | None = None) -> Tolerance:
+def tolerance_for(dtype: str, overrides: dict[str, dict[str, Any]] | None = None,
+                  profile: str = "exact", trigonometric: bool = False) -> Tolerance:
+    """The tolerance for results of ``dtype``: the defaults, a spec's ``overrides`` and, for a
+    trigonometric spec, the precision ``profile`` (see the module docstring)."""
+    if profile not in PROFILES:
+        raise ValueError(f"precision profile {profile!r} (known: {', '.join(PROFILES)})")
     values = dict(DEFAULTS[dtype])
     reason = "default for the dtype"
     if overrides and dtype in overrides:
         values.update({k: v for k, v in overrides[dtype].items() if k != "reason"})
         reason = overrides[dtype]["reason"]
-    return Tolerance(dtype=dtype, reason=reason, **values)
+    tol = Tolerance(dtype=dtype, reason=reason, **values)
+    if profile == "exact" or not trigonometric:
+        return tol
+    angle = max(tol.angle, DEFAULTS[dtype]["angle"])
+    if profile == "conventional":
+        if angle == tol.angle:
+            return tol
+        return replace(tol, angle=angle, profile=profile,
+                       reason=f"{reason}; conventional: float32 angles m·θ admitted "
+                              f"({angle:g}·eps·|m·θ|)")
+    return replace(tol, angle=angle, atol=tol.atol + REDUCED_ANGLE_EPS,
+                   angle_eps=REDUCED_ANGLE_EPS, profile=profile,
+                   reason=f"{reason}; reduced: angles or cos/sin held in bfloat16/float16 "
+                          f"({angle:g}·2^-8·|m·θ| + 2^-8)")
 
 
 @dataclass

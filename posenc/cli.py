@@ -74,7 +74,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         cases=args.only in (None, "cases"), properties=args.only in (None, "properties"),
         gradients=args.only in (None, "gradients"),
         expectations=_load_expectations(args.expectations), skip=args.skip or [],
-        compiled_cases=args.compiled_cases)
+        compiled_cases=args.compiled_cases, precision=args.precision,
+        include_posenc_code=args.include_posenc_code)
     if not options.backends:
         from posenc.backends import installed_backends
 
@@ -219,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compiled-cases", type=int, metavar="N",
                    help="in compiled mode, check only the first N golden cases of each "
                         "encoding (every property still runs; the count is reported)")
+    p.add_argument("--precision", choices=["exact", "conventional", "reduced"], default="exact",
+                   help="the precision profile checks must meet: exact (default), conventional "
+                        "(float32 angles m·θ) or reduced (angles or cos/sin in bf16/fp16); every "
+                        "result is graded with the tightest profile it meets")
+    p.add_argument("--include-posenc-code", action="store_true",
+                   help="for a backend with overrides, also check the encodings it does not "
+                        "provide (posenc's own code, labelled provided_by: posenc)")
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report page")

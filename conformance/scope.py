@@ -1,0 +1,46 @@
+"""What a backend provides: which checks run its own code, and which would only run posenc's.
+
+A backend with ``overrides`` (an adapter of someone else's implementation) provides the
+encodings it overrides, and the FlexAttention properties ``X_flex_score_mod`` whose factory
+``X_score_mod`` it overrides. Everything else would check posenc's own code under the
+backend's name, so it is planned as unsupported unless the run asks to include posenc's code
+(``--include-posenc-code``), and then each result says who provided it. Backends whose
+non-overridden encodings are their own (``Backend.own_code``, e.g. torch-triton: PyTorch plus one
+kernel) and backends without overrides provide everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from posenc.backends.backend import Backend
+
+FLEX_SUFFIX = "_flex_score_mod"
+
+
+def _flex_factory(property_name: str) -> str | None:
+    if property_name.endswith(FLEX_SUFFIX):
+        return property_name[: -len(FLEX_SUFFIX)] + "_score_mod"
+    return None
+
+
+def provided_by(backend: Backend, spec: Any, kind: str, property_index: int = -1) -> str:
+    """``"backend"`` when a check of ``spec`` runs the backend's own code, else ``"posenc"``."""
+    if not backend.overrides or backend.own_code or spec.function in backend.overrides:
+        return "backend"
+    factory = (_flex_factory(spec.properties[property_index].name) if kind == "property"
+               else None)
+    return "backend" if factory in backend.overrides else "posenc"
+
+
+def not_provided_reason(backend: Backend) -> str:
+    return (f"not provided by {backend.name}; posenc's own code would be checked "
+            "(--include-posenc-code checks it, labelled provided_by: posenc)")
+
+
+def out_of_scope(backend: Backend, function: str, params: dict[str, Any]) -> str | None:
+    """The reason the backend declares these arguments out of its scope, or None."""
+    if backend.scope is None:
+        return None
+    reason = backend.scope(function, dict(params))
+    return str(reason) if reason else None
