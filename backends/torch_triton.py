@@ -69,17 +69,18 @@ def _register() -> tuple[Any, Any]:
     def rotary(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
                rotary_dim: int, interleaved: bool, factor: float,
-               inverse: bool) -> list[torch.Tensor]:
+               inverse: bool, ok: torch.Tensor | None) -> list[torch.Tensor]:
         outs = [torch.empty_like(q), *([] if k is None else [torch.empty_like(k)])]
         _launch(run, q, k, outs[0], outs[-1] if k is not None else None, positions, pos_mode,
-                limbs, switch, rotary_dim, interleaved, factor, inverse, copy_tail=True)
+                limbs, switch, rotary_dim, interleaved, factor, inverse, copy_tail=True, ok=ok)
         return outs
 
     def rotary_(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                 pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
-                rotary_dim: int, interleaved: bool, factor: float) -> None:
+                rotary_dim: int, interleaved: bool, factor: float,
+                ok: torch.Tensor | None) -> None:
         _launch(run, q, k, q, k, positions, pos_mode, limbs, switch, rotary_dim, interleaved,
-                factor, False, copy_tail=False)
+                factor, False, copy_tail=False, ok=ok)
 
     # the schemas are inferred from the annotations, which are strings in this module
     for fn in (rotary, rotary_):
@@ -87,10 +88,10 @@ def _register() -> tuple[Any, Any]:
         fn.__annotations__ = {**hints, "return": None if hints["return"] is type(None)
                               else hints["return"]}
     rotary = triton_op("posenc::rotary", mutates_args=())(rotary)
-    triton_op("posenc::rotary_", mutates_args=("q", "k"))(rotary_)
+    triton_op("posenc::rotary_", mutates_args=("q", "k", "ok"))(rotary_)
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        _, k, positions, pos_mode, limbs, switch, *static = inputs
+        _, k, positions, pos_mode, limbs, switch, *static, _ok = inputs
         ctx.save_for_backward(positions, limbs, switch)
         ctx.pos_mode, ctx.static, ctx.has_k = pos_mode, static, k is not None
 
@@ -102,8 +103,8 @@ def _register() -> tuple[Any, Any]:
         gk = grads[1].contiguous() if ctx.has_k else None
         # the rotation is orthogonal (times the factor): its transpose rotates backwards
         back = torch.ops.posenc.rotary(gq, gk, positions, pos_mode, limbs, switch, rotary_dim,
-                                       interleaved, factor, not inverse)
-        return (back[0], back[1] if ctx.has_k else None, *([None] * 8))
+                                       interleaved, factor, not inverse, None)
+        return (back[0], back[1] if ctx.has_k else None, *([None] * 9))
 
     rotary.register_autograd(backward, setup_context=setup_context)
     return torch.ops.posenc.rotary, torch.ops.posenc.rotary_
@@ -121,7 +122,7 @@ def _as_4d(x: Any) -> Any:
 
 def _launch(run: Any, q: Any, k: Any, q_out: Any, k_out: Any, positions: Any, pos_mode: int,
             limbs: Any, switch: Any, rotary_dim: int, interleaved: bool, factor: float,
-            inverse: bool, *, copy_tail: bool) -> None:
+            inverse: bool, *, copy_tail: bool, ok: Any = None) -> None:
     if q.numel() == 0:
         return
     from . import triton_rotary
@@ -129,7 +130,7 @@ def _launch(run: Any, q: Any, k: Any, q_out: Any, k_out: Any, positions: Any, po
     views = [None if t is None else _as_4d(t) for t in (q, q_out, k, k_out)]
     triton_rotary.launch(run, *views, positions, pos_mode, limbs, switch,
                          rotary_dim=rotary_dim, interleaved=interleaved, factor=factor,
-                         inverse=inverse, copy_tail=copy_tail)
+                         inverse=inverse, copy_tail=copy_tail, ok=ok)
 
 
 def _limbs(sched: Any, device: Any) -> Any:
@@ -159,8 +160,10 @@ def rope(
     and ``(q, k)`` is returned; ``inplace=True`` overwrites them (see the module docstring)."""
     import torch
 
+    # in place, a position found outside the range only after the launch would leave x and k
+    # rotated by rounded positions: check before (on the device, no host read) instead
     op = prepared(x, positions, k=k, base=base, layout=layout, rotary_dim=rotary_dim,
-                  scaling=scaling, seq_len=seq_len)
+                  scaling=scaling, seq_len=seq_len, _range_in_kernel=not inplace)
     if op is not None:
         return op(x, k, inplace=inplace)
     xs = (x,) if k is None else (x, k)  # float64, or CPU without the interpreter
@@ -176,16 +179,29 @@ def rope(
 
 def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 10000.0,
              layout: str = "half", rotary_dim: int | None = None,
-             scaling: Mapping[str, Any] | None = None, seq_len: int | None = None) -> Any:
+             scaling: Mapping[str, Any] | None = None, seq_len: int | None = None,
+             _range_in_kernel: bool = True) -> Any:
     """The kernel with its arguments checked and prepared once, for a loop over tensors of
     the same shape: ``op = prepared(q, positions, k=k, ...)``, then ``op(q, k)`` (or
     ``op(q, k, inplace=True)``) rotates like :func:`rope`, with no checks and no host work per
-    call. None where :func:`rope` would not use the kernel (float64, CPU)."""
+    call. None where :func:`rope` would not use the kernel (float64, CPU). Each call checks
+    the positions' range in the kernel and asserts it on the device afterwards: an
+    out-of-range position raises after the launch (in place, the tensors are already
+    rotated by rounded positions)."""
     import torch
 
+    from posenc import _xp
+
+    # eager kernel calls check the positions' range in the kernel (a device flag, then one
+    # device-side assert): no host read, two ops besides the launch
+    kernel_checks = (_range_in_kernel
+                     and getattr(x, "dtype", None) in (torch.float32, torch.bfloat16, torch.float16)
+                     and getattr(getattr(x, "device", None), "type", None) in _kernel_devices()
+                     and positions is not None and not _xp.is_traced(positions)
+                     and isinstance(positions, torch.Tensor))
     _, device, positions, sched = prepare(x, positions, base=base, layout=layout,
                                           rotary_dim=rotary_dim, scaling=scaling,
-                                          seq_len=seq_len)
+                                          seq_len=seq_len, check_range=not kernel_checks)
     if k is not None:
         from .torch_rotary_embedding import check_pair  # RotaryEmbedding's rule for (q, k)
 
@@ -194,15 +210,22 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
             raise ParameterError(f"q is on {x.device} but k is on {k.device}")
     if x.dtype == torch.float64 or (device.type != "cuda" and not interpreting()):
         return None
-    return _Launch(x, positions, sched, layout)
+    return _Launch(x, positions, sched, layout, check_range=kernel_checks)
+
+
+def _kernel_devices() -> tuple[str, ...]:
+    return ("cuda", "cpu") if interpreting() else ("cuda",)
 
 
 class _Launch:
     """The kernel's arguments for one rotation: positions as the kernel reads them, frequency
     limbs on the device, LongRoPE's switch (a device flag, no host sync)."""
 
-    def __init__(self, x: Any, positions: Any, sched: Any, layout: str) -> None:
+    def __init__(self, x: Any, positions: Any, sched: Any, layout: str, *,
+                 check_range: bool = False) -> None:
         import torch
+
+        self.check_range = check_range and positions is not None
 
         switch = None
         if positions is None:
@@ -235,12 +258,38 @@ class _Launch:
                     raise ParameterError(
                         f"inplace=True: {name} has strides {t.stride()}; the kernel needs the "
                         "last axis contiguous (and, beyond 4-D, the leading axes mergeable)")
-            rotary_(x, k, *self.args)
+            ok = self._flag(x)
+            rotary_(x, k, *self.args, ok)
+            self._assert(ok)
             return x if k is None else (x, k)
         q_in, k_in = (None if t is None else t if _viewable(t) else t.contiguous()
                       for t in (x, k))
-        outs = rotary(q_in, k_in, *self.args, False)
+        ok = self._flag(x)
+        outs = rotary(q_in, k_in, *self.args, False, ok)
+        self._assert(ok)
         return outs[0] if k is None else (outs[0], outs[1])
+
+    def _flag(self, x: Any) -> Any:
+        import torch
+
+        return torch.ones((), dtype=torch.int32, device=x.device) if self.check_range else None
+
+    def _assert(self, ok: Any) -> None:
+        """On CUDA a device-side assert (the host does not wait); on CPU (the interpreter) it
+        fails at once, and the host check then names the value."""
+        if ok is None:
+            return
+        import torch
+
+        from posenc import _xp
+
+        try:
+            torch._assert_async(ok, "positions outside float32's exact integers (|p| <= 2**24)")
+        except RuntimeError:
+            positions = self.args[0]
+            _xp.check_position_range(_xp.namespace(positions=positions), positions,
+                                     compute=torch.float32)
+            raise
 
 
 def _viewable(t: Any) -> bool:

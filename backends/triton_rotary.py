@@ -58,15 +58,22 @@ def _rotate(X, O, h, heads, s, s_ok, cos, sin, sx_h, sx_s, so_h, so_s,
 
 
 @triton.jit
+def _flag_outside(OK, outside):
+    """Clear the call's 0-d ``OK`` flag when any position is outside the exact range (every
+    writer stores the same 0: no race). The host asserts the flag on the device afterwards."""
+    tl.store(OK, 0, mask=tl.max(outside.to(tl.int32), axis=0) > 0)
+
+
+@triton.jit
 def rotary_kernel(
-    Q, QO, K, KO, POS, LIMBS, SWITCH,
+    Q, QO, K, KO, POS, LIMBS, SWITCH, OK,
     seq, heads_q, heads_k,
     sq_b, sq_h, sq_s, sqo_b, sqo_h, sqo_s,
     sk_b, sk_h, sk_s, sko_b, sko_h, sko_s,
     spos_b, factor, sign,
     HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_TAIL: tl.constexpr, INTERLEAVED: tl.constexpr, POS_MODE: tl.constexpr,
-    HAS_SWITCH: tl.constexpr, COPY_TAIL: tl.constexpr,
+    HAS_SWITCH: tl.constexpr, COPY_TAIL: tl.constexpr, CHECK_RANGE: tl.constexpr,
     BLOCK_S: tl.constexpr, BLOCK_H: tl.constexpr, LOOP: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
@@ -93,10 +100,15 @@ def rotary_kernel(
         whole = s.to(tl.float32)
         fraction = tl.zeros([BLOCK_S], dtype=tl.float32)
     elif POS_MODE == 1:
-        whole = tl.load(POS + b * spos_b + s, mask=s_ok, other=0).to(tl.float32)
+        p = tl.load(POS + b * spos_b + s, mask=s_ok, other=0)
+        if CHECK_RANGE:  # float32 holds integers exactly up to 2^24: beyond, flag the call
+            _flag_outside(OK, s_ok & ((p > 16777216) | (p < -16777216)))
+        whole = p.to(tl.float32)
         fraction = tl.zeros([BLOCK_S], dtype=tl.float32)
     else:
         p = tl.load(POS + b * spos_b + s, mask=s_ok, other=0.0).to(tl.float32)
+        if CHECK_RANGE:  # NaN and inf fail the comparison too
+            _flag_outside(OK, s_ok & ~(tl.abs(p) <= 16777216.0))
         # 2^23 and beyond float32 has no fraction (and p + 0.5 would round)
         whole = tl.where(tl.abs(p) >= 8388608.0, p, tl.floor(p + 0.5))
         fraction = p - whole
@@ -137,14 +149,15 @@ def _next_power_of_2(n: int) -> int:
 
 def launch(run: Any, q: Any, q_out: Any, k: Any, k_out: Any, positions: Any, pos_mode: int,
            limbs: Any, switch: Any, *, rotary_dim: int, interleaved: bool, factor: float,
-           inverse: bool, copy_tail: bool) -> None:
+           inverse: bool, copy_tail: bool, ok: Any = None) -> None:
     """Rotate 4-D ``q`` ``[B, Hq, S, D]`` into ``q_out`` (and ``k`` ``[B, Hk, S, D]`` into
     ``k_out``; ``k`` may be None) in one launch of ``run`` (:func:`rotary_kernel`, or its
     ``torch.library.wrap_triton``). The last axis of every tensor must be contiguous.
     ``positions``: ``[1 or B, S]``, or None for ``arange(S)`` (``pos_mode`` 0); ``limbs``
     float32 ``[n_sets * 3 * rotary_dim/2]``; ``switch`` a 0-d int32 tensor choosing the set (None: the
     first). ``inverse`` rotates by ``-angle`` (the backward pass); ``copy_tail`` copies the
-    features past ``rotary_dim`` (out of place)."""
+    features past ``rotary_dim`` (out of place); ``ok`` (a 0-d int32 tensor holding 1, or
+    None) is cleared when a position lies outside float32's exact integers."""
     batch, heads_q, seq, dim = (int(n) for n in q.shape)
     heads_k = 0 if k is None else int(k.shape[1])
     if k is None:
@@ -159,12 +172,13 @@ def launch(run: Any, q: Any, q_out: Any, k: Any, k_out: Any, positions: Any, pos
     spos_b = 0 if positions is None or positions.shape[0] == 1 else int(positions.stride(0))
     run[grid](
         q, q_out, k, k_out, q if positions is None else positions, limbs,
-        limbs if switch is None else switch, seq, heads_q, heads_k,
+        limbs if switch is None else switch, limbs if ok is None else ok, seq, heads_q, heads_k,
         *(int(t.stride(i)) for t in (q, q_out, k, k_out) for i in range(3)),
         spos_b, float(factor), -1.0 if inverse else 1.0,
         HALF=half, BLOCK_HALF=block_half, TAIL=tail,
         BLOCK_TAIL=_next_power_of_2(max(tail, 1)), INTERLEAVED=interleaved,
         POS_MODE=pos_mode, HAS_SWITCH=switch is not None, COPY_TAIL=copy_tail and tail > 0,
+        CHECK_RANGE=ok is not None and positions is not None,
         BLOCK_S=block_s, BLOCK_H=block_h, LOOP=CONFIG["loop"],
         num_warps=CONFIG["num_warps"],
     )

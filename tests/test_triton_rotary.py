@@ -181,3 +181,63 @@ def test_gpu_conformance_compiled() -> None:
                           max_examples=3, compiled_cases=4))
     failed = [f"{r.check.id}: {r.message}" for r in results if r.failed]
     assert not failed, "\n".join(failed[:5])
+
+
+@needs_triton
+def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
+        tmp_path: Path) -> None:
+    """Issue 19's budget for ``torch_triton.rope``: the kernel launch plus at most two ops (the
+    range flag and its device-side assert), no host read; out-of-range positions still raise
+    in eager mode, naming the value, and in place leave the tensors untouched."""
+    result = _interpreted("""
+        import json, os
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from posenc.backends import torch_triton as tt
+        from posenc.errors import ParameterError
+
+        class Count(TorchDispatchMode):
+            ops = []
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                self.ops.append(func.overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
+
+        q, k = torch.randn(1, 32, 1, 128), torch.randn(1, 8, 1, 128)
+        pos = torch.tensor([[4096]])
+        reads = []
+        for name in ("item", "tolist", "__bool__", "__int__"):
+            original = getattr(torch.Tensor, name)
+            setattr(torch.Tensor, name,
+                    lambda self, *a, _o=original, _n=name: (reads.append(_n), _o(self, *a))[1])
+        tt.rope(q, pos, base=500000.0, k=k)
+        reads.clear()  # the first call may fill caches
+        counts = {}
+        for label, call in [("decode", lambda: tt.rope(q, pos, base=500000.0, k=k)),
+                            ("arange", lambda: tt.rope(q, base=500000.0, k=k))]:
+            with Count() as c:
+                Count.ops = []
+                call()
+            counts[label] = list(Count.ops)
+        hot_reads = list(reads)  # the error path below reads values back to name them
+        errors = []
+        for bad in ([3, 2**24 + 5], [0.5, float("nan")]):
+            for inplace in (False, True):
+                q2, k2 = q[:, :, :1].repeat(1, 1, 2, 1), k[:, :, :1].repeat(1, 1, 2, 1)
+                before = q2.clone()
+                try:
+                    tt.rope(q2, torch.tensor(bad), k=k2, inplace=inplace)
+                    errors.append(None)
+                except ParameterError as exc:
+                    errors.append([str(exc), bool(torch.equal(q2, before))])
+        json.dump({"counts": counts, "reads": hot_reads, "errors": errors},
+                  open(os.environ["POSENC_OUT"], "w"))
+        """, tmp_path)
+    decode, arange = result["counts"]["decode"], result["counts"]["arange"]
+    assert decode.count("rotary") == 1 and len(decode) <= 3, decode
+    assert arange == ["rotary"], arange
+    assert result["reads"] == []
+    assert None not in result["errors"], result["errors"]
+    messages = [message for message, _ in result["errors"]]
+    assert "16777221" in messages[0] and "16777221" in messages[1], messages
+    assert "nan" in messages[2] and "nan" in messages[3], messages
+    assert result["errors"][1][1] and result["errors"][3][1]  # in place: untouched

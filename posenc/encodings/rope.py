@@ -40,9 +40,11 @@ def _resolve(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] 
 
 
 def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any,
-            scaling: Mapping[str, Any] | None, seq_len: Any) -> tuple[Any, Any, Any, Schedule]:
+            scaling: Mapping[str, Any] | None, seq_len: Any,
+            check_range: bool = True) -> tuple[Any, Any, Any, Schedule]:
     """:func:`rope`'s arguments checked: ``(xp, device, positions, schedule)``, positions an
-    array on the device of ``x`` (or None), exact and in range. Fused kernels share it."""
+    array on the device of ``x`` (or None), exact and in range. Fused kernels share it
+    (``check_range=False``: the kernel checks the positions' range itself)."""
     xp = _xp.namespace(x=x, positions=positions)
     _params.choice("layout", layout, _rotary.LAYOUTS)
     device, positions = _rotary.array_inputs(xp, x, positions)
@@ -50,7 +52,8 @@ def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any
     sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
     if positions is not None:
         _xp.check_positions_dtype(xp, positions)
-        _xp.assert_position_range(xp, positions, compute=_xp.compute_dtype(xp, x.dtype))
+        if check_range:
+            _xp.assert_position_range(xp, positions, compute=_xp.compute_dtype(xp, x.dtype))
     return xp, device, positions, sched
 
 
