@@ -3,6 +3,8 @@ one pass (k may have fewer heads), and in-place or ``out=`` rotation."""
 
 from __future__ import annotations
 
+import functools
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -154,6 +156,43 @@ class RotaryEmbedding(nn.Module):
         cos, sin = rows.unbind(-2)
         return cos, sin
 
+    def _exact_full_width(self, x: torch.Tensor, positions: Any) -> tuple[Any, Any] | None:
+        """Full-width ``(cos, signed sin)`` ``[*positions.shape, rotary_dim]`` computed per call
+        from exact phases, for the no-table eager path on CPU/CUDA; None where the general
+        path runs (a table, float64, LongRoPE's switch, dynamic scaling, torch.compile).
+
+        Angles are ``p * f`` in float64 turns with a signed, full-width frequency vector
+        (``-f`` on a pair's first member): cos is even and sin odd, so one cos and one sin give
+        the full-width cos and the signed sin the rotation ``x * cos + partner(x) * sin``
+        takes — eight ops for what transformers does in ten, with exact phases."""
+        sched = self._schedule
+        if (self.table is not None or sched is None or sched.long_inv_freq is not None
+                or x.dtype == torch.float64 or positions is None
+                or not isinstance(positions, torch.Tensor) or _xp.is_traced(positions)
+                or positions.device.type not in ("cpu", "cuda")):
+            return None
+        xp = _xp.namespace(x=x)
+        dim = _rotary.check_shapes(x, positions)[1]
+        if dim != self.head_dim:
+            raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
+                                 f"head_dim={self.head_dim}")
+        _xp.check_positions_dtype(xp, positions)
+        _xp.assert_position_range(xp, positions, compute=torch.float32)
+        turns = positions.to(torch.float64)[..., None] * _signed_turns(
+            sched.inv_freq, self._layout, positions.device)
+        angles = ((turns - torch.round(turns)) * (2.0 * math.pi)).to(torch.float32)
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        if sched.attention_factor != 1.0:
+            cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
+        return cos, sin
+
+    @staticmethod
+    def _lined_up(x: torch.Tensor, positions: torch.Tensor, cos: Any, sin: Any) -> tuple[Any, Any]:
+        if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
+            shape = (cos.shape[0], *([1] * (x.ndim - 3)), *cos.shape[1:])
+            return cos.view(shape), sin.view(shape)
+        return cos, sin
+
     # -- rotation ------------------------------------------------------------------------
     def forward(self, q: torch.Tensor, positions: Any = None, *, k: torch.Tensor | None = None,
                 offset: Any = None, inplace: bool = False, out: Any = None) -> Any:
@@ -169,7 +208,12 @@ class RotaryEmbedding(nn.Module):
                                  f"head_dim={self.head_dim}")
         if k is not None:
             check_pair(q, k)
-        if self._uses_table(q, positions):
+        exact = self._exact_full_width(q, positions)
+        if exact is not None:  # eager, static schedule: full-width phases, once for q and k
+            cos, sin = self._lined_up(q, positions, *exact)
+            rd, layout = self._schedule.rotary_dim, self._layout
+            results = tuple(_rotate_full(x, cos, sin, rd, layout) for x in xs)
+        elif self._uses_table(q, positions):
             cos, sin = self._cos_sin(q, positions)
             rd, layout = self._schedule.rotary_dim, self._layout
             if outs is not None and direct:
@@ -239,6 +283,20 @@ def _full_width(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tens
         return torch.stack([torch.cat([cos, cos], -1), torch.cat([-sin, sin], -1)], 1)
     return torch.stack([torch.stack([cos, cos], -1).flatten(-2),
                         torch.stack([-sin, sin], -1).flatten(-2)], 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _signed_turns(inv_freq: tuple[float, ...], layout: str, device: Any) -> torch.Tensor:
+    """Turns per position at full rotary width, float64 on ``device``: ``-f`` on each pair's
+    first member, ``+f`` on its second, in the layout's feature order (made once per
+    schedule and device, outside inference mode so autograd may save it)."""
+    turns = [f / (2.0 * math.pi) for f in inv_freq]
+    if layout == "half":
+        signed = [-t for t in turns] + turns
+    else:
+        signed = [v for t in turns for v in (-t, t)]
+    with torch.inference_mode(False):
+        return torch.tensor(signed, dtype=torch.float64, device=device)
 
 
 def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -317,7 +375,10 @@ def rotary_factory(config: dict[str, Any], arrays: dict[str, Any], compiled: boo
                                 device=arrays["x"].device)
     except ParameterError:  # e.g. dynamic NTK without seq_len: no table
         table = None
-    plain = RotaryEmbedding(**config)  # no table: cos/sin per call, as rope()
+    try:  # no table: cos/sin per call (the full-width exact path in eager mode)
+        plain = RotaryEmbedding(head_dim, **config)
+    except ParameterError:  # let the call raise it, as rope() would
+        plain = RotaryEmbedding(**config)
     runners = {m: torch.compile(m, fullgraph=True) if compiled else m
                for m in (table, plain) if m is not None}
 
