@@ -45,6 +45,8 @@ def run(options: Options, args: argparse.Namespace, report_options: dict[str, An
     part = shard.parse_shard(args.shard) if args.shard else None
     with Runner(options) as runner:  # planning only: imports no framework
         checks = runner.plan()
+    # the whole plan's backend order, so that merged shards show the columns in that order
+    report_options["plan_backends"] = list(dict.fromkeys(c.backend for c in checks))
     if part is not None:
         whole = len(checks)
         checks = shard.select(checks, *part, max_examples=options.max_examples)

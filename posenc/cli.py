@@ -131,6 +131,9 @@ def _cmd_report_merge(args: argparse.Namespace) -> int:
         merge.write(merged, Path(args.output))
     if args.html:
         html_report.write(merged, Path(args.html))
+    from posenc.conformance.report import matrix
+
+    print(matrix(merge.as_results(merged)))
     counts = ", ".join(f"{n} {s}" for s, n in sorted(merged["summary"].items()))
     print(f"merged {len(args.reports)} report(s), {len(merged['sources'])} run(s): "
           f"{len(merged['results'])} checks ({counts}); {len(merged['conflicts'])} conflict(s)")

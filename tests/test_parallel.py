@@ -91,18 +91,23 @@ def test_bad_shard_and_worker_options_stop_the_cli(
     assert f"{flag} {value!r}" in err
 
 
-def test_merged_shard_reports_equal_the_unsharded_report(tmp_path: Path) -> None:
+def test_merged_shard_reports_equal_the_unsharded_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("array_api_strict")
     args = ["conformance", "--backend", "numpy", "--backend", "strict", *SMALL, "--workers", "1"]
     whole = tmp_path / "whole.json"
     assert main([*args, "--json", str(whole)]) == 0
+    whole_matrix = capsys.readouterr().out.split("\nconformance:")[0]
     parts = [tmp_path / f"shard{k}.json" for k in (1, 2, 3)]
     for k, path in enumerate(parts, 1):
         assert main([*args, "--shard", f"{k}/3", "--json", str(path)]) == 0
     sizes = [len(_statuses(p)) for p in parts]
     assert all(sizes) and sum(sizes) == len(_statuses(whole))
     merged_path = tmp_path / "merged.json"
-    assert main(["report", "merge", *map(str, parts), "-o", str(merged_path)]) == 0
+    capsys.readouterr()
+    # in reverse: the columns still follow the plan's backend order
+    assert main(["report", "merge", *map(str, parts[::-1]), "-o", str(merged_path)]) == 0
+    assert capsys.readouterr().out.split("\nmerged ")[0] == whole_matrix
     merged = json.loads(merged_path.read_text())
     assert merged["conflicts"] == []
     assert {i: merge.combined_status(e) for i, e in merged["results"].items()} == \
