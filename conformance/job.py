@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -20,9 +19,7 @@ from .stream import ReportStream
 
 
 def default_workers() -> int:
-    with contextlib.suppress(AttributeError):
-        return max(len(os.sched_getaffinity(0)), 1)
-    return os.cpu_count() or 1
+    return parallel.cores()
 
 
 # estimated seconds of checks that pay for starting one more worker process (spawn, imports)
@@ -43,7 +40,7 @@ def run(options: Options, args: argparse.Namespace, report_options: dict[str, An
     the end). With ``--json`` the report is rewritten as results come in."""
     workers = parallel.parse_workers(args.workers if args.workers is not None else 1)
     part = shard.parse_shard(args.shard) if args.shard else None
-    with Runner(options) as runner:  # planning only: imports no framework
+    with Runner(options) as runner:  # planning only
         checks = runner.plan()
     # the whole plan's backend order, so that merged shards show the columns in that order
     report_options["plan_backends"] = list(dict.fromkeys(c.backend for c in checks))
@@ -51,15 +48,16 @@ def run(options: Options, args: argparse.Namespace, report_options: dict[str, An
         whole = len(checks)
         checks = shard.select(checks, *part, max_examples=options.max_examples)
         print(f"shard {part[0]}/{part[1]}: {len(checks)} of {whole} checks", file=sys.stderr)
+    if args.workers is None:  # by default, as many as pay for their start-up
+        cost = sum(shard.check_cost(c, options.max_examples) for c in checks)
+        workers = max(1, min(default_workers(), int(cost / WORTH_A_WORKER)))
     if workers > 1 and not parallel.supported(options):
         print("note: a backend given as an object cannot go to a worker process; running in "
               "this process", file=sys.stderr)
         workers = 1
-    if args.workers is None:  # by default, as many as pay for their start-up
-        cost = sum(shard.check_cost(c, options.max_examples) for c in checks)
-        workers = max(1, min(default_workers(), int(cost / WORTH_A_WORKER)))
     workers = min(workers, max(len(shard.groups(checks)), 1))
-    print(describe_plan(checks, workers, options.max_examples), file=sys.stderr)
+    if not args.quiet:
+        print(describe_plan(checks, workers, options.max_examples), file=sys.stderr)
 
     progress = None if args.quiet else Progress(checks, max_examples=options.max_examples)
     stream = ReportStream(Path(args.json), report_options, len(checks)) if args.json else None

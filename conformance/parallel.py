@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import os
 import pickle
 import signal
 import time
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from posenc.backends import get_backend
+from posenc.backends import get_backend, installed_backends
 from posenc.errors import ParameterError
 
 from . import shard
@@ -82,10 +83,13 @@ class _Pool:
                  check_timeout: float) -> None:
         self.checks, self.sink, self.check_timeout = checks, sink, check_timeout
         self.size = workers
+        # the cores shared out: N workers each running a framework's own thread pool over
+        # every core would fight over them (measured: slower than one worker)
+        self.threads = max(1, cores() // workers)
         self.context = multiprocessing.get_context("spawn")
         # the backend names as the user gave them, per family: the worker resolves them again
         self.named: dict[str, list[str]] = {}
-        for given in options.backends:
+        for given in options.backends or installed_backends():
             name = get_backend(given).name
             self.named.setdefault(shard.family(name), []).append(given)
         self.options = options
@@ -140,7 +144,7 @@ class _Pool:
     def shutdown(self) -> None:
         for worker in self.workers:
             if worker.todo:  # interrupted mid-group: its results are no longer wanted
-                worker.process.terminate()
+                worker.process.kill()
             self._stop(worker)
         self._retire()
         for worker in self.retired:
@@ -153,7 +157,8 @@ class _Pool:
     def _start(self, fam: str) -> _Worker:
         ours, theirs = self.context.Pipe()
         options = dataclasses.replace(self.options, backends=self.named[fam])
-        process = self.context.Process(target=_work, args=(theirs, options), daemon=True,
+        process = self.context.Process(target=_work, args=(theirs, options, self.threads),
+                                       daemon=True,
                                        name=f"posenc-{fam}")
         process.start()
         theirs.close()
@@ -225,9 +230,25 @@ def _death(process: Any) -> str:
     return f"exited with code {code}"
 
 
-def _work(conn: Connection, options: Options) -> None:
+def cores() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def _work(conn: Connection, options: Options, threads: int) -> None:
     """A worker process: run the groups it is sent until it is sent None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # Ctrl-C and a CI's SIGTERM reach the whole process group: the parent decides when to
+    # stop, so that a stopped run does not report its workers' deaths as errors
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for name in THREAD_VARIABLES:  # before any framework is imported; the user's setting wins
+        os.environ.setdefault(name, str(threads))
     from .runner import Runner
 
     runner = None
