@@ -241,6 +241,10 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 
+# JAX and TensorFlow take most of a GPU's memory at start-up; workers share the GPU
+SHARED_GPU = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+
+
 def _work(conn: Connection, options: Options, threads: int) -> None:
     """A worker process: run the groups it is sent until it is sent None."""
     # Ctrl-C and a CI's SIGTERM reach the whole process group: the parent decides when to
@@ -249,6 +253,8 @@ def _work(conn: Connection, options: Options, threads: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for name in THREAD_VARIABLES:  # before any framework is imported; the user's setting wins
         os.environ.setdefault(name, str(threads))
+    for name, value in SHARED_GPU.items():
+        os.environ.setdefault(name, value)
     from .runner import Runner
 
     runner = None
