@@ -45,9 +45,13 @@ def run(options: Options, args: argparse.Namespace, report_options: dict[str, An
     # the whole plan's backend order, so that merged shards show the columns in that order
     report_options["plan_backends"] = list(dict.fromkeys(c.backend for c in checks))
     if part is not None:
-        whole = len(checks)
+        whole_plan, whole = checks, len(checks)
         checks = shard.select(checks, *part, max_examples=options.max_examples)
         print(f"shard {part[0]}/{part[1]}: {len(checks)} of {whole} checks", file=sys.stderr)
+        if not checks:
+            print(f"shard {part[0]}/{part[1]} is empty: the plan has only "
+                  f"{len(shard.groups(whole_plan))} group(s) (backend/device/dtype/mode/"
+                  "encoding), the unit a shard takes whole", file=sys.stderr)
     if args.workers is None:  # by default, as many as pay for their start-up
         cost = sum(shard.check_cost(c, options.max_examples) for c in checks)
         workers = max(1, min(default_workers(), int(cost / WORTH_A_WORKER)))

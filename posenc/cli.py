@@ -114,6 +114,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     print(report.closing_line(results))
     if stopped is not None:
         return 128 + stopped
+    if args.shard and not results:  # more shards than groups: an empty shard is no failure
+        return 0
     if all(r.status == "unsupported" for r in results):
         print("nothing was checked: every selected backend/dtype/mode/device is unsupported here",
               file=sys.stderr)

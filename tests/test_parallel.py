@@ -115,6 +115,13 @@ def test_merged_shard_reports_equal_the_unsharded_report(
     assert merged["summary"] == json.loads(whole.read_text())["summary"]
 
 
+def test_an_empty_shard_succeeds_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--backend", "numpy", "--encoding", "learned", "--mode", "eager",
+                 "--dtype", "float64", "--shard", "2/2", "-q"])
+    assert code == 0
+    assert "shard 2/2 is empty: the plan has only 1 group(s)" in capsys.readouterr().err
+
+
 def test_two_workers_give_the_serial_results_and_exit_code(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("array_api_strict")
