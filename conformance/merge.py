@@ -77,8 +77,38 @@ def write(report: Mapping[str, Any], path: Path) -> None:
 
 def _finish(sources: list[dict[str, Any]], results: dict[str, list[dict[str, Any]]]
             ) -> dict[str, Any]:
+    results = _in_plan_order(sources, results)
     conflicts = sorted(check_id for check_id, entries in results.items()
                        if combined_status(entries) == "conflict")
     summary = Counter(combined_status(entries) for entries in results.values())
     return {"format": FORMAT, "sources": sources, "summary": dict(summary),
             "conflicts": conflicts, "results": results}
+
+
+def _in_plan_order(sources: list[dict[str, Any]], results: dict[str, list[dict[str, Any]]]
+                   ) -> dict[str, list[dict[str, Any]]]:
+    """Results grouped by backend in the order of the runs' plans (shards of one plan each
+    hold part of it), so merged shards give the columns of the unsharded run."""
+    order: list[str] = []
+    for source in sources:
+        order += [b for b in (source.get("options") or {}).get("plan_backends") or []
+                  if b not in order]
+    order += [e[0]["backend"] for e in results.values() if e[0]["backend"] not in order]
+    rank = {b: i for i, b in enumerate(order)}
+    return dict(sorted(results.items(), key=lambda item: rank[item[1][0]["backend"]]))
+
+
+def as_results(report: Mapping[str, Any]) -> list[Any]:
+    """A merged report's checks as runner results (a conflict counts as a failure), for the
+    text matrix of :mod:`.report`."""
+    from .runner import Check, Result
+
+    out = []
+    for entries in report["results"].values():
+        e = entries[0]
+        check = Check(e["backend"], e["device"], e["dtype"], e["mode"], e["encoding"],
+                      e["kind"], e["name"])
+        status = combined_status(entries)
+        out.append(Result(check, "fail" if status == "conflict" else status,
+                          e.get("message") or ""))
+    return out

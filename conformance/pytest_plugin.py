@@ -29,6 +29,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="check posenc's own code for encodings an override backend lacks")
     parser.addini("posenc_precision", "precision profile: exact, conventional or reduced",
                   default="exact")
+    group.addoption("--posenc-shard", default=None, metavar="K/N",
+                    help="only shard K of N of the plan (as `posenc conformance --shard`)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's mark, registered here too so that runs without xdist do not warn
+    config.addinivalue_line("markers", "xdist_group(name): run with other items of the group "
+                                       "in one pytest-xdist worker (--dist loadgroup)")
+    if config.getoption("posenc_shard", None):
+        from posenc.conformance.shard import parse_shard
+        from posenc.errors import PosencError
+
+        try:
+            config.stash[_SHARD] = parse_shard(config.getoption("posenc_shard"))
+        except PosencError as exc:
+            raise pytest.UsageError(str(exc).replace("--shard", "--posenc-shard")) from None
 
 
 def _options(config: pytest.Config) -> Any:
@@ -48,15 +64,25 @@ def _options(config: pytest.Config) -> Any:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "posenc_check" not in metafunc.fixturenames:
         return
+    from posenc.conformance import shard
     from posenc.conformance.runner import Runner
 
     runner = Runner(_options(metafunc.config))
     checks = runner.plan()
+    if _SHARD in metafunc.config.stash:
+        checks = shard.select(checks, *metafunc.config.stash[_SHARD],
+                              max_examples=runner.options.max_examples)
     metafunc.config.stash[_RUNNER] = runner
-    metafunc.parametrize("posenc_check", checks, ids=[c.id for c in checks])
+    # one group (backend/device/dtype/mode/encoding) shares compiled functions: under
+    # `pytest -n N --dist loadgroup` it stays in one worker
+    params = [pytest.param(c, id=c.id,
+                           marks=pytest.mark.xdist_group("/".join(shard.group_key(c))))
+              for c in checks]
+    metafunc.parametrize("posenc_check", params)
 
 
 _RUNNER = pytest.StashKey[Any]()
+_SHARD = pytest.StashKey[tuple[int, int]]()
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,7 @@ def _load_expectations(path: str | None) -> dict[str, str]:
 def _cmd_conformance(args: argparse.Namespace) -> int:
     # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from posenc.conformance import Options, findings, report, run
+    from posenc.conformance import Options, findings, job, report
     from posenc.conformance.runner import MODES
 
     options = Options(
@@ -84,7 +84,6 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if "jax" in options.backends and (not options.dtypes or "float64" in options.dtypes):
         print("note: JAX 64-bit mode is enabled inside this harness run only, for the float64 "
               "checks", file=sys.stderr)
-    progress = None if args.quiet else report.Progress()
     if options.skip or options.compiled_cases is not None:
         import dataclasses
 
@@ -97,16 +96,16 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             reasons.append(f"--compiled-cases {options.compiled_cases}")
         print(f"deselected: {total - kept} of {total} checks ({', '.join(reasons)})",
               file=sys.stderr)
-    results = run(options, progress=progress)
+    report_options = {k: v for k, v in vars(args).items() if k != "func"}
+    results, stopped = job.run(options, args, report_options)
     print(report.matrix(results))
     text = report.failures(results, limit=None if args.verbose else 30)
     if text:
         print("\n" + text)
     if grouped := findings.text(results):
         print("\n" + grouped)
-    if args.json:
-        report.to_json(results, Path(args.json), {k: v for k, v in vars(args).items()
-                                                  if k != "func"})
+    if args.json and stopped is None:  # a stopped run's partial report is already written
+        report.to_json(results, Path(args.json), report_options)
     if args.junit:
         report.to_junit(results, Path(args.junit))
     if args.html:
@@ -116,6 +115,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if failed:
         print(f"\nfailing encodings: {', '.join(failed)}")
     print(report.closing_line(results))
+    if stopped is not None:
+        return 128 + stopped
+    if args.shard and not results:  # more shards than groups: an empty shard is no failure
+        return 0
     if all(r.status == "unsupported" for r in results):
         print("nothing was checked: every selected backend/dtype/mode/device is unsupported here",
               file=sys.stderr)
@@ -133,6 +136,9 @@ def _cmd_report_merge(args: argparse.Namespace) -> int:
         merge.write(merged, Path(args.output))
     if args.html:
         html_report.write(merged, Path(args.html))
+    from posenc.conformance.report import matrix
+
+    print(matrix(merge.as_results(merged)))
     counts = ", ".join(f"{n} {s}" for s, n in sorted(merged["summary"].items()))
     print(f"merged {len(args.reports)} report(s), {len(merged['sources'])} run(s): "
           f"{len(merged['results'])} checks ({counts}); {len(merged['conflicts'])} conflict(s)")
@@ -231,6 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report page")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--workers", metavar="N", help="worker processes (default: the number of "
+                   "CPU cores, fewer for a small plan; 1 runs in this process); torch and "
+                   "TensorFlow never share a worker")
+    p.add_argument("--shard", metavar="K/N", help="run shard K of N only: a deterministic, "
+                   "cost-balanced part of the plan; join the shards' --json reports with "
+                   "`posenc report merge`")
+    p.add_argument("--check-timeout", type=float, default=1800.0, metavar="SECONDS",
+                   help="with workers, a check silent this long is an error (default 1800)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
 
