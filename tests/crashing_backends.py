@@ -26,5 +26,8 @@ def _sleep(*args: Any, **kwargs: Any) -> Any:
     time.sleep(120)
 
 
-CRASHING = dataclasses.replace(get_backend("numpy"), name="crashing", overrides={"sinusoidal": _die})
-SLOW = dataclasses.replace(get_backend("numpy"), name="slow", overrides={"sinusoidal": _sleep})
+# own_code: the other encodings count as theirs, so a run checks them too
+CRASHING = dataclasses.replace(get_backend("numpy"), name="crashing", own_code=True,
+                               overrides={"sinusoidal": _die})
+SLOW = dataclasses.replace(get_backend("numpy"), name="slow", own_code=True,
+                           overrides={"sinusoidal": _sleep})
