@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from posenc import golden
 from posenc.backends import get_backend, installed_backends
 from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import PosencError, SpecError
 
 from .context import CheckFailure, Context, Unsupported
+from .golden_gate import GoldenCaseError, VerifiedGolden, verify
 from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
 from .tolerances import tolerance_for
@@ -98,7 +98,7 @@ class Runner:
                         f"(known: {', '.join(sorted(known_properties()))})")
         self._stack = contextlib.ExitStack()
         self._sessions: set[str] = set()
-        self._goldens: dict[str, golden.Golden] = {}
+        self._goldens: dict[str, VerifiedGolden] = {}
         self._compiled: dict[tuple[str, str, str, str], dict[Any, Any]] = {}
 
     # -- planning --------------------------------------------------------------------------
@@ -143,9 +143,10 @@ class Runner:
             self._stack.enter_context(backend.session())
             self._sessions.add(backend.name)
 
-    def _golden(self, spec_id: str) -> golden.Golden:
+    def _golden(self, spec_id: str) -> VerifiedGolden:
+        """The spec's golden, verified once before any backend is judged against it."""
         if spec_id not in self._goldens:
-            self._goldens[spec_id] = golden.load(self.specs[spec_id])
+            self._goldens[spec_id] = verify(self.specs[spec_id])
         return self._goldens[spec_id]
 
     def _context(self, check: Check, backend: Backend) -> Context:
@@ -168,6 +169,8 @@ class Runner:
                 elif result.status == "pass":
                     result.status, result.message = "xpass", f"expected to fail: {reason}"
                 break
+        if check.kind == "case" and check.encoding in self._goldens:
+            result.details.update(self._goldens[check.encoding].notes())
         return result
 
     def _execute(self, check: Check) -> Result:
@@ -182,7 +185,7 @@ class Runner:
             if check.kind == "case":
                 self._check_case(ctx, check.name)
             elif check.kind == "gradient":
-                case = pick_case(ctx.spec, self._golden(ctx.spec.id).cases)
+                case = pick_case(ctx.spec, self._golden(ctx.spec.id).golden.cases)
                 if case is None:
                     return Result(check, "unsupported", "no golden case with real output")
                 check_gradient(ctx, case)
@@ -192,6 +195,8 @@ class Runner:
                 get_property(decl.name)(ctx)
         except Unsupported as exc:
             return Result(check, "unsupported", str(exc))
+        except GoldenCaseError as exc:  # blames the golden, not the backend
+            return Result(check, "error", str(exc), exc.details)
         except CheckFailure as exc:
             return Result(check, "fail", _with_notes(exc), dict(exc.details))
         except PosencError as exc:
@@ -202,7 +207,7 @@ class Runner:
         return Result(check, "pass")
 
     def _check_case(self, ctx: Context, name: str) -> None:
-        case = self._golden(ctx.spec.id).cases[name]
+        case = self._golden(ctx.spec.id).case(name)
         if np.iscomplexobj(case.output):
             ctx.require_complex()
         actual = ctx.run(case.inputs, **case.params)

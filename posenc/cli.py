@@ -65,7 +65,7 @@ def _load_expectations(path: str | None) -> dict[str, str]:
 def _cmd_conformance(args: argparse.Namespace) -> int:
     # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from posenc.conformance import Options, report, run
+    from posenc.conformance import Options, golden_gate, report, run
     from posenc.conformance.runner import MODES
 
     options = Options(
@@ -101,6 +101,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     text = report.failures(results, limit=None if args.verbose else 30)
     if text:
         print("\n" + text)
+    if golden_text := golden_gate.summary(results):  # each golden problem once
+        print("\n" + golden_text)
     if args.json:
         report.to_json(results, Path(args.json), {k: v for k, v in vars(args).items()
                                                   if k != "func"})
