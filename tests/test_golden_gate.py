@@ -139,3 +139,13 @@ def test_the_cli_reports_a_golden_problem_once(goldens: Path) -> None:
     assert len(summary) == 1, proc.stdout
     assert "linear_scaling/in/x" in summary[0] and summary[0].endswith("[2 check(s)]")
     assert not any(line.startswith("FAIL ") for line in proc.stdout.splitlines())
+
+
+def test_an_expected_backend_failure_does_not_hide_a_broken_golden(goldens: Path) -> None:
+    _edit(goldens, "rope", lambda arrays: arrays.pop("two_dims/out"))
+    options = Options(backends=["numpy"], dtypes=["float64"], modes=["eager"], encodings=["rope"],
+                      properties=False, gradients=False,
+                      expectations={"*/rope/case:*": "known backend bug"})
+    results = {r.check.name: r.status for r in run(options)}
+    assert results["two_dims"] == "error"
+    assert results["linear_scaling"] == "xpass"
