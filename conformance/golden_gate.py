@@ -61,6 +61,11 @@ class VerifiedGolden:
     problems: dict[str | None, list[GoldenProblem]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def cases(self) -> dict[str, golden.GoldenCase]:
+        """The usable cases, by name."""
+        return self.golden.cases
+
     def case(self, name: str) -> golden.GoldenCase:
         found = self.problems.get(None, []) + self.problems.get(name, [])
         if found:

@@ -17,6 +17,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import PosencError, SpecError
 
+from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported
 from .golden_gate import GoldenCaseError, VerifiedGolden, verify
 from .gradients import check_gradient, differentiable, pick_case
@@ -187,7 +188,7 @@ class Runner:
             if check.kind == "case":
                 self._check_case(ctx, check.name)
             elif check.kind == "gradient":
-                case = pick_case(ctx.spec, self._golden(ctx.spec.id).golden.cases)
+                case = pick_case(ctx.spec, self._golden(ctx.spec.id).cases)
                 if case is None:
                     return Result(check, "unsupported", "no golden case with real output")
                 check_gradient(ctx, case)
@@ -218,10 +219,7 @@ class Runner:
         if ctx.spec.output_kind == "int":
             ctx.assert_equal(actual, case.output, f"case {name!r}")
             return
-        floats = [np.abs(v).max(initial=0.0) for d in ctx.spec.inputs
-                  if d.kind == "float" and (v := case.inputs[d.name]) is not None]
-        finite = case.output[np.isfinite(case.output)]  # masked scores are -inf
-        scale = max([float(np.abs(finite).max(initial=0.0)), *floats]) or 1.0
+        scale = case_scale(ctx.spec, case)  # the output's magnitude and sensitivity
         ctx.assert_close(actual, case.output, f"case {name!r}", scale=scale,
                          angle_bound=case.angle_bound)
 
