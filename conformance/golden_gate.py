@@ -135,7 +135,7 @@ def verify(spec: Spec, directory: Path | None = None) -> VerifiedGolden:
         ins = {d.name: arrays.get(prefix + d.name) if prefix + d.name in needed else None
                for d in spec.inputs}
         stored = golden.GoldenCase(case.name, dict(case.params), ins,
-                                   arrays[f"{case.name}/out"], meta["angle_bound"])
+                                   arrays[f"{case.name}/out"], meta.get("angle_bound", 0.0))
         problems += _against_regeneration(spec, file, stored, stale)
         if not problems:
             result.golden.cases[case.name] = stored
