@@ -1,8 +1,9 @@
 """Tolerance policy, and the comparison that reports max abs/rel error and the worst index.
 
 An element passes when ``|actual - expected| <= atol * scale + rtol * |expected| +
-angle * eps(compute) * angle_bound * scale``, where ``scale`` is the largest magnitude among the
-case's expected output and float inputs, ``eps(compute)`` is the machine epsilon of the dtype the
+angle * eps(compute) * angle_bound * scale``, where ``scale`` follows the output quantity: its
+largest magnitude, or how far it moves with its float inputs when larger, never more than the
+largest input (conformance/case_scale.py), ``eps(compute)`` is the machine epsilon of the dtype the
 angles are computed in (float64 for float64 results, float32 otherwise) and ``angle_bound`` the
 largest |angle| a trigonometric case evaluates: a float32 angle ``m * theta`` is only known to
 about ``eps32 * |m * theta|``, an error no implementation computing angles in float32 avoids.

@@ -20,12 +20,21 @@ def broadcast_batch(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
                 wide[name] = shape[axis]
         if len(set(wide.values())) > 1:
             described = ", ".join(f"{n} {shapes[n]}" for n in wide)
-            raise ParameterError(f"batch dims do not broadcast: {described} (axis {axis})")
+            sizes = " vs ".join(f"{n} {d}" for n, d in wide.items())
+            raise ParameterError(f"batch dims do not broadcast: {described}: the {_from_end(axis)}"
+                                 f" batch dim differs ({sizes}; batch dims are the leading "
+                                 "dims, aligned from the right as in broadcasting)")
         size = 1
         for d in wide.values():
             size = d
         out.append(size)
     return tuple(out)
+
+
+def _from_end(axis: int) -> str:
+    """'last', 'second-to-last', ... for a negative axis."""
+    names = {-1: "last", -2: "second-to-last", -3: "third-to-last"}
+    return names.get(axis, f"{-axis}th-to-last")
 
 
 def check_broadcasts_to(name: str, shape: tuple[int, ...], target: tuple[int, ...],

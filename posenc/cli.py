@@ -65,7 +65,7 @@ def _load_expectations(path: str | None) -> dict[str, str]:
 def _cmd_conformance(args: argparse.Namespace) -> int:
     # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from posenc.conformance import Options, findings, job, report
+    from posenc.conformance import Options, findings, golden_gate, job, report
     from posenc.conformance.runner import MODES
 
     options = Options(
@@ -102,6 +102,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     text = report.failures(results, limit=None if args.verbose else 30)
     if text:
         print("\n" + text)
+    if golden_text := golden_gate.summary(results):  # each golden problem once
+        print("\n" + golden_text)
     if grouped := findings.text(results):
         print("\n" + grouped)
     if args.json and stopped is None:  # a stopped run's partial report is already written

@@ -200,7 +200,7 @@ def regen(ids: Iterable[str] = (), *, everything: bool = False,
     return actions
 
 
-def _read_npz(path: Path, sha256: str) -> dict[str, np.ndarray]:
+def read_npz(path: Path, sha256: str) -> dict[str, np.ndarray]:
     try:
         blob = path.read_bytes()
     except OSError as exc:
@@ -222,7 +222,7 @@ def load(spec: Spec, directory: Path | None = None) -> Golden:
     entry = read_manifest(directory)["encodings"].get(spec.id)
     if entry is None:
         raise GoldenError(f"{spec.id}: no golden in {directory} (run `posenc golden regen {spec.id}`)")
-    arrays = _read_npz(directory / entry["file"], entry["sha256"])
+    arrays = read_npz(directory / entry["file"], entry["sha256"])
     golden = Golden(spec)
     for case in spec.cases:
         meta = entry["cases"].get(case.name)
@@ -244,7 +244,7 @@ class Problem:
         return f"{self.encoding}: {self.kind}: {self.detail}"
 
 
-def _compare(name: str, stored: np.ndarray | None, fresh: np.ndarray | None) -> str | None:
+def compare_arrays(name: str, stored: np.ndarray | None, fresh: np.ndarray | None) -> str | None:
     if stored is None or fresh is None:
         return None if stored is fresh else f"{name}: present in only one of stored/regenerated"
     if stored.shape != fresh.shape:
@@ -297,7 +297,7 @@ def check(directory: Path | None = None, ids: Iterable[str] = ()) -> list[Proble
             for label, a, b in [(f"{name}/out", old.output, case.output),
                                 *((f"{name}/in/{k}", old.inputs[k], v)
                                   for k, v in case.inputs.items())]:
-                diff = _compare(label, a, b)
+                diff = compare_arrays(label, a, b)
                 if diff:
                     problems.append(Problem(spec_id, "drifted", diff))
             if abs(old.angle_bound - case.angle_bound) > 1e-9 * max(1.0, case.angle_bound):

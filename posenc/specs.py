@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import spec_nested
 from .diagnoses import Diagnosis
 from .diagnoses import parse as parse_diagnoses
 from .errors import SpecError
@@ -149,13 +150,6 @@ def canonical_hash(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _key_path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<top level>"
-
-
 @cache
 def _schema() -> dict[str, Any]:
     path = spec_dir() / "schema.json"
@@ -171,6 +165,7 @@ def _check_value(path: Path, where: str, name: str, decl: dict[str, Any], value:
         jsonschema.validate(value, schema)
     except jsonschema.ValidationError as exc:
         raise SpecError(f"{path}: {where}: parameter {name}={value!r}: {exc.message}") from None
+    spec_nested.check_value(path, where, name, value)
 
 
 def parse_spec(data: Any, path: Path) -> Spec:
@@ -180,13 +175,15 @@ def parse_spec(data: Any, path: Path) -> Spec:
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = [f"{_key_path(e.absolute_path)}: {e.message}" for e in errors]
+        lines = [f"{spec_nested.key_path(data, list(e.absolute_path))}: {e.message}"
+                 for e in errors]
         raise SpecError(f"{path}: invalid spec:\n  " + "\n  ".join(lines))
     if data["id"] != path.stem:
         raise SpecError(f"{path}: id: {data['id']!r} does not match the file name {path.stem!r}")
 
     parameters: dict[str, dict[str, Any]] = data["parameters"]
     for name, decl in parameters.items():
+        spec_nested.check_declaration(path, name, decl)
         if "default" in decl:
             _check_value(path, f"parameters.{name}.default", name, decl, decl["default"])
         elif not decl.get("required", False):
@@ -198,7 +195,7 @@ def parse_spec(data: Any, path: Path) -> Spec:
     cases = []
     seen: set[str] = set()
     for idx, raw in enumerate(data["cases"]):
-        where = f"cases[{idx}]"
+        where = f"cases[{idx}] ({raw['name']})"
         if raw["name"] in seen:
             raise SpecError(f"{path}: {where}.name: duplicate case name {raw['name']!r}")
         seen.add(raw["name"])

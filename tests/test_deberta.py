@@ -182,7 +182,7 @@ def test_bucket_traced_dtype_minimum_gets_the_last_bucket() -> None:
         ((Q, K[..., :3]), {}, r"must share the last dim d, got shapes q \(2, 3, 4\), k \(2, 5, 3\)"),
         ((Q, np.zeros((3, 5, 4)), T16), {}, r"batch dims do not broadcast: q \(2,\), k \(3,\)"),
         ((Q, K, np.zeros((3, 16, 4))), {}, r"batch dims do not broadcast: q \(2,\), k "
-                                           r"\(2,\), rel_k \(3,\) \(axis -1\)"),
+                                           r"\(2,\), rel_k \(3,\): the last batch dim differs"),
         ((Q[0, 0], K, T16), {}, r"q must have at least 2 dims \[..., rows, d\], got shape \(4,\)"),
         ((Q, K, T16[0]), {}, r"rel_k must have at least 2 dims"),
         ((Q.astype(int), K, T16), {}, r"q must have a real floating dtype, got int(64|32)"),

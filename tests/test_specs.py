@@ -67,29 +67,40 @@ def test_scientific_notation_is_a_float(tmp_path: Path) -> None:
         (("params: {layout: interleaved}\n    inputs:\n      x: {normal: {shape: [2, 3, 8, 16], "
           "seed: 2}}", "params: {layuot: interleaved}\n    inputs:\n      x: {normal: {shape: "
           "[2, 3, 8, 16], seed: 2}}"),
-         r"rope\.yaml: cases\[4\]\.params\.layuot: unknown parameter 'layuot' \(known: base, "
+         r"rope\.yaml: cases\[4\] \(interleaved_default_positions\)\.params\.layuot: unknown "
+         r"parameter 'layuot' \(known: base, "
          r"layout, rotary_dim, scaling, seq_len\)"),
         (("params: {layout: interleaved}\n    inputs:\n      x: {normal: {shape: [2, 3, 8, 16], "
           "seed: 2}}", "params: {layout: diagonal}\n    inputs:\n      x: {normal: {shape: "
           "[2, 3, 8, 16], seed: 2}}"),
-         r"rope\.yaml: cases\[4\]\.params: parameter layout='diagonal': 'diagonal' is not one of"),
+         r"rope\.yaml: cases\[4\] \(interleaved_default_positions\)\.params: parameter "
+         r"layout='diagonal': 'diagonal' is not one of"),
         (("seed: 1}}", "seed: -1}}"),
-         r"cases\[3\]\.inputs\.x\.normal\.seed: -1 is less than the minimum of 0"),
+         r"cases\[3\] \(half_default_positions\)\.inputs\.x\.normal\.seed: -1 is less than the minimum of 0"),
         (("family: rotary", "family: rotational"), r"family: 'rotational' is not one of"),
         (("id: rope", "id: rope2"), r"id: 'rope2' does not match the file name 'rope'"),
         (("      x: {normal: {shape: [2, 3, 8, 16], seed: 1}}",
           "      x: {normal: {shape: [2, 3, 8, 16], seed: 1}}\n      y: {value: [1]}"),
-         r"cases\[3\]\.inputs\.y: unknown input 'y' \(declared: positions, x\)"),
+         r"cases\[3\] \(half_default_positions\)\.inputs\.y: unknown input 'y' \(declared: positions, x\)"),
         (("title:", "title: a\ntitle:"), r"line \d+: duplicate key 'title'"),
         (("- name: rope_composition", "- name: rope_composition\n  - name: rope_composition"),
          r"properties: declared twice"),
         (("  - name: half_default_positions\n    params: {}\n    inputs:\n      x: {normal: "
           "{shape: [2, 3, 8, 16], seed: 1}}",
           "  - name: half_default_positions\n    params: {}\n    inputs: {}"),
-         r"cases\[3\]\.inputs: required input 'x' is missing"),
+         r"cases\[3\] \(half_default_positions\)\.inputs: required input 'x' is missing"),
         (("rotary_dim:\n    type:", "rotary_dim:\n    typ: x\n    type:"),
          r"parameters\.rotary_dim: Additional properties are not allowed"),
         (("formula: |", "formula: [1\nfoo: |"), r"not valid YAML"),
+        # a typo inside a nested dict: the NumPy reference would ignore it, a golden bake it in
+        (("{scaling: {type: linear, factor: 4.0}}", "{scaling: {type: linear, facter: 4.0}}"),
+         r"rope\.yaml: cases\[\d+\] \(linear_scaling\)\.params\.scaling: scaling has key "
+         r"'facter', which rope_type='linear' does not use"),
+        (("{scaling: {type: linear, factor: 4.0}}", "{scaling: {type: linear, factor: 0.5}}"),
+         r"cases\[\d+\] \(linear_scaling\)\.params\.scaling: scaling\['factor'\]=0\.5 must "
+         r"be >= 1"),
+        (("{scaling: {type: linear, factor: 4.0}}", "{scaling: {type: lineer, factor: 4.0}}"),
+         r"cases\[\d+\] \(linear_scaling\)\.params\.scaling: scaling\['rope_type'\]='lineer'"),
     ],
 )
 def test_invalid_specs_name_file_key_path_and_reason(tmp_path: Path, edit, expected) -> None:
@@ -117,3 +128,23 @@ def test_unknown_property_is_reported_with_its_path(tmp_specs: Path) -> None:
     with pytest.raises(SpecError, match=r"rope\.yaml: properties\[\d\]\.name: unknown property "
                                         r"'rope_compose'"):
         Runner(Options(backends=["numpy"], encodings=["rope"]))
+
+
+def test_a_typo_in_a_property_s_nested_dict_fails_the_spec(tmp_path: Path) -> None:
+    text = _rope_text()
+    old = "  - name: rope_linear_interpolation\n"
+    assert old in text
+    text = text.replace(old, old + "    params: {scaling: {type: linear, factr: 2.0}}\n", 1)
+    with pytest.raises(SpecError, match=r"properties\[\d+\]\.params\.scaling: scaling has key "
+                                        r"'factr'"):
+        load_spec_file(_write(tmp_path, "rope", text))
+
+
+def test_a_mapping_parameter_without_a_checker_fails_the_spec(tmp_path: Path) -> None:
+    text = _rope_text().replace("  scaling:\n    type: [object, \"null\"]",
+                                "  scaling:\n    type: [object, \"null\"]", 1)
+    text = text.replace("\ncases:\n", "\n  extra:\n    type: [object, \"null\"]\n    default: null\n"
+                        "    doc: an unchecked mapping\ncases:\n", 1)
+    with pytest.raises(SpecError, match=r"parameters\.extra: a mapping-valued parameter needs a "
+                                        r"checker"):
+        load_spec_file(_write(tmp_path, "rope", text))

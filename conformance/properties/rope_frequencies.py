@@ -86,7 +86,50 @@ def llama3_bands(ctx: Context) -> None:
         if np.any(got[middle] > plain[middle] * slack) or np.any(
                 got[middle] < plain[middle] / s / slack):
             raise CheckFailure("llama3 middle band outside [theta/s, theta]")
+        # the blend weight is linear in the rotations over L0 (L0 / wavelength), from 0 at
+        # L0/low_freq_factor to 1 at L0/high_freq_factor (not linear in the wavelength)
+        smooth = (trained / wavelength[middle] - low) / (high - low)
+        blend = (1 - smooth) * plain[middle] / s + smooth * plain[middle]
+        _close(ctx, got[middle], blend, "llama3 middle band blend")
         _factor_is_one(ctx, factor, "llama3")
+
+
+@register("rope_frequencies_yarn_ramp")
+def yarn_ramp(ctx: Context) -> None:
+    """YaRN (NTK-by-parts): pair i keeps theta_i while it turns at least beta_fast times over
+    L0, is divided by s once it turns at most beta_slow times, and blends linearly in i in
+    between, from floor of the fast correction dim to ceil of the slow one (clamped to
+    [0, r - 1], r the rotary width: with a long L0 the ramp can end short of 1). The attention
+    factor is an explicit attention_factor as given, else 0.1 ln s + 1."""
+    configs = [(32, 10000.0, 4.0, 4096, 32.0, 1.0), (64, 10000.0, 8.0, 2048, 16.0, 2.0),
+               (128, 1000000.0, 4.0, 32768, 32.0, 1.0), (32, 10000.0, 4.0, 131072, 32.0, 1.0),
+               (64, 500000.0, 40.0, 4096, 4.0, 1.0)]
+    for r, base, s, trained, fast, slow in configs:
+        scaling = {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": trained,
+                   "beta_fast": fast, "beta_slow": slow, "rope_theta": base}
+        got, factor = _frequencies(ctx, scaling, dim=r)
+        plain = _default(r, base)
+        rotations = trained * plain / (2 * np.pi)  # turns of pair i over L0
+
+        def correction_dim(turns: float, r: int = r, base: float = base,
+                           trained: int = trained) -> float:
+            return r * np.log(trained / (2 * np.pi * turns)) / (2 * np.log(base))
+
+        lo = max(np.floor(correction_dim(fast)), 0.0)
+        hi = min(np.ceil(correction_dim(slow)), r - 1.0)
+        ramp = np.clip((np.arange(r // 2) - lo) / (hi - lo), 0.0, 1.0)
+        what = f"yarn r={r} base={base:g} s={s:g} L0={trained} betas=({fast:g}, {slow:g})"
+        if np.any(ramp[rotations >= fast] != 0.0) or np.any(ramp[rotations <= slow] != 1.0):
+            raise CheckFailure(f"{what}: the property's own ramp is inconsistent")
+        _close(ctx, got, plain * (1 - ramp) + plain / s * ramp, what)
+        expected = 0.1 * np.log(s) + 1.0
+        if abs(factor - expected) > 1e-12 * expected:
+            raise CheckFailure(f"{what}: attention factor {factor!r}, expected 0.1 ln s + 1 = "
+                               f"{expected!r}")
+        _, factor = _frequencies(ctx, {**scaling, "attention_factor": 1.25}, dim=r)
+        if factor != 1.25:
+            raise CheckFailure(f"{what}: attention factor {factor!r} with an explicit "
+                               "attention_factor 1.25 (it is used as given)")
 
 
 @register("rope_frequencies_longrope_switch")

@@ -128,6 +128,26 @@ def _check_keys(name: str, scaling: Mapping[str, Any]) -> None:
                              f"(required: {', '.join(sorted(required))})")
 
 
+def check_scaling(scaling: Mapping[str, Any] | None) -> None:
+    """The checks of a scaling dict that need no head width: its schedule name, its keys and
+    the values of the keys that do not depend on the head (spec files are checked so at load)."""
+    name = schedule_type(scaling)
+    if scaling is None:
+        return
+    _check_keys(name, scaling)
+    if "rope_theta" in scaling:
+        _params.base(_number("rope_theta", scaling["rope_theta"]))
+    for key in ("max_position_embeddings", "original_max_position_embeddings"):
+        if scaling.get(key) is not None:
+            _length(key, scaling[key])
+    if name != "default" and (name != "proportional" or scaling.get("factor") is not None):
+        _factor(scaling, name)
+    if scaling.get("partial_rotary_factor") is not None and name != "proportional":
+        if _number("partial_rotary_factor", scaling["partial_rotary_factor"]) > 1:
+            raise ParameterError(f"scaling['partial_rotary_factor']="
+                                 f"{scaling['partial_rotary_factor']!r} must be <= 1")
+
+
 def _resolve_base(base: float, scaling: Mapping[str, Any]) -> float:
     theta = scaling.get("rope_theta")
     if theta is None:
