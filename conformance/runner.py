@@ -17,7 +17,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 
-from . import grading, messages, scope
+from . import grading, messages, scope, tiers
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
@@ -46,6 +46,9 @@ class Options:
     # compiled mode checks only the first N golden cases of each spec (None: all of them)
     compiled_cases: int | None = None
     precision: str = "exact"  # the profile a check must meet: exact | conventional | reduced
+    # "exhaustive": the full plan; "standard": every group, fewer checks (conformance/tiers.py;
+    # the CLI's default)
+    tier: str = "exhaustive"
     # check posenc's own code for the encodings an override backend does not provide
     include_posenc_code: bool = False
 
@@ -130,6 +133,11 @@ class Runner:
                             checks.append(Check(*base, "capability", f"layer for {spec.function}"))
                         else:
                             checks.extend(self._plan_spec(base, spec))
+        if opts.tier not in tiers.TIERS:
+            raise ParameterError(f"tier={opts.tier!r} is not one of {', '.join(tiers.TIERS)}")
+        if opts.tier == "standard":
+            checks = tiers.select(checks, {s.id: [c.name for c in s.cases]
+                                           for s in self.specs.values()})
         return [c for c in checks
                 if not any(fnmatch.fnmatchcase(c.id, pattern) for pattern in opts.skip)]
 

@@ -67,10 +67,13 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from posenc.conformance import Options, findings, golden_gate, job, report
     from posenc.conformance.runner import MODES
+    from posenc.conformance.tiers import STANDARD_MAX_EXAMPLES
 
     options = Options(
         backends=args.backend or [], encodings=args.encoding or [], dtypes=args.dtype or [],
-        modes=args.mode or list(MODES), device=args.device, max_examples=args.max_examples,
+        modes=args.mode or list(MODES), device=args.device, tier=args.tier,
+        max_examples=args.max_examples if args.max_examples is not None else
+        STANDARD_MAX_EXAMPLES if args.tier == "standard" else 25,
         cases=args.only in (None, "cases"), properties=args.only in (None, "properties"),
         gradients=args.only in (None, "gradients"),
         expectations=_load_expectations(args.expectations), skip=args.skip or [],
@@ -217,8 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--only", choices=["cases", "properties", "gradients"],
                    help="golden cases, properties or gradient checks only")
-    p.add_argument("--max-examples", type=int, default=25,
-                   help="Hypothesis examples per property (derandomised; default 25)")
+    p.add_argument("--max-examples", type=int, default=None,
+                   help="Hypothesis examples per property (derandomised; default 5 in the "
+                        "standard tier, 25 with --exhaustive)")
+    tier = p.add_mutually_exclusive_group()
+    tier.add_argument("--tier", choices=["standard", "exhaustive"], default="standard",
+                      help="standard (default): every backend x dtype x mode x encoding, all "
+                           "cases and properties where ports break (eager float64/float32), the "
+                           "first cases elsewhere, 5 examples per property; exhaustive: "
+                           "everything, 25 examples (hours on 2 cores)")
+    tier.add_argument("--exhaustive", dest="tier", action="store_const", const="exhaustive",
+                      help="the same as --tier exhaustive")
     p.add_argument("--expectations", metavar="PATH",
                    help="YAML mapping of check-id glob -> reason for known gaps (xfail)")
     p.add_argument("--skip", action="append", metavar="GLOB",
