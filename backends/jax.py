@@ -78,8 +78,45 @@ def _session() -> Iterator[None]:
     # On GPUs JAX multiplies float32 matrices in TF32 by default (10-bit mantissas: ~1e-3
     # errors in attention scores and matrix powers); the harness checks the float32 result,
     # so it asks for full precision, for its own run only, as it does with 64-bit mode.
-    with jax.enable_x64(True), jax.default_matmul_precision("highest"):
+    with jax.enable_x64(True), jax.default_matmul_precision("highest"), _compilation_cache(jax):
         yield
+
+
+@contextlib.contextmanager
+def _compilation_cache(jax: Any) -> Iterator[None]:
+    """JAX's persistent compilation cache under posenc's cache folder, for the harness run
+    only (every compile cached, however small: the harness makes thousands); the caller's
+    settings come back afterwards. JAX keys entries by computation, backend and versions,
+    and compiles afresh when an entry is missing or cannot be read."""
+    from posenc.paths import compile_cache_dir
+
+    folder = compile_cache_dir("jax")
+    if folder is None or jax.config.jax_compilation_cache_dir:  # the caller's own cache wins
+        yield
+        return
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    before = {name: getattr(jax.config, name) for name in names}
+    for name, value in zip(names, (str(folder), 0.0, 0), strict=True):
+        jax.config.update(name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+        _reset_cache()
+
+
+def _reset_cache() -> None:
+    """Drop JAX's handle on the cache folder, so later compiles of the caller's follow the
+    caller's settings (a private function: absent in some versions, then nothing to do)."""
+    try:
+        from jax._src import compilation_cache
+    except ImportError:
+        return
+    reset = getattr(compilation_cache, "reset_cache", None)
+    if reset is not None:
+        reset()
 
 
 def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -61,10 +62,29 @@ def _session() -> Iterator[None]:
     import torch._dynamo
 
     with (torch._dynamo.config.patch(cache_size_limit=1024, accumulated_cache_size_limit=4096),
-          warnings.catch_warnings()):
+          warnings.catch_warnings(), _inductor_cache()):
         # array-api-compat's type checks use lru_cache, which dynamo traces through (harmless)
         warnings.filterwarnings("ignore", message=".*functools.lru_cache.*")
         yield
+
+
+@contextlib.contextmanager
+def _inductor_cache() -> Iterator[None]:
+    """Inductor's on-disk caches (FX graphs, autotuning) under posenc's cache folder for the
+    harness run, so a second run compiles nothing it compiled before; a caller's own
+    ``TORCHINDUCTOR_CACHE_DIR`` wins. Inductor keys entries by graph, inputs and versions and
+    recompiles on a miss or an unreadable entry."""
+    from posenc.paths import compile_cache_dir
+
+    folder = compile_cache_dir("inductor")
+    if folder is None or "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield
+        return
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
 
 
 def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:

@@ -65,6 +65,8 @@ def _load_expectations(path: str | None) -> dict[str, str]:
 def _cmd_conformance(args: argparse.Namespace) -> int:
     # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.no_compile_cache:  # read by the backends' sessions, here and in worker processes
+        os.environ["POSENC_NO_COMPILE_CACHE"] = "1"
     from posenc.conformance import Options, findings, golden_gate, job, report
     from posenc.conformance.runner import MODES
     from posenc.conformance.tiers import STANDARD_MAX_EXAMPLES
@@ -223,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-examples", type=int, default=None,
                    help="Hypothesis examples per property (derandomised; default 5 in the "
                         "standard tier, 25 with --exhaustive)")
+    p.add_argument("--no-compile-cache", action="store_true",
+                   help="compile afresh: no persistent Inductor / JAX compilation cache (by "
+                        "default kept under $POSENC_CACHE_DIR, else ~/.cache/posenc)")
     tier = p.add_mutually_exclusive_group()
     tier.add_argument("--tier", choices=["standard", "exhaustive"], default="standard",
                       help="standard (default): every backend x dtype x mode x encoding, all "

@@ -26,3 +26,13 @@ def spec_dir() -> Path:
 def golden_dir() -> Path:
     """The folder holding ``<id>.npz`` goldens and ``manifest.json`` (``$POSENC_GOLDEN_DIR`` wins)."""
     return _locate("golden", "POSENC_GOLDEN_DIR")
+
+
+def compile_cache_dir(framework: str) -> Path | None:
+    """Where the harness keeps ``framework``'s persistent compilation cache across runs:
+    ``$POSENC_CACHE_DIR/<framework>`` (default ``~/.cache/posenc/<framework>``); None when
+    ``$POSENC_NO_COMPILE_CACHE`` is set (``posenc conformance --no-compile-cache``)."""
+    if os.environ.get("POSENC_NO_COMPILE_CACHE", "") not in ("", "0"):
+        return None
+    root = os.environ.get("POSENC_CACHE_DIR") or Path.home() / ".cache" / "posenc"
+    return Path(root) / framework
