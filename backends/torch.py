@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -71,20 +70,24 @@ def _session() -> Iterator[None]:
 @contextlib.contextmanager
 def _inductor_cache() -> Iterator[None]:
     """Inductor's on-disk caches (FX graphs, autotuning) under posenc's cache folder for the
-    harness run, so a second run compiles nothing it compiled before; a caller's own
-    ``TORCHINDUCTOR_CACHE_DIR`` wins. Inductor keys entries by graph, inputs and versions and
-    recompiles on a miss or an unreadable entry."""
+    harness run, so a second run compiles nothing it compiled before; the previous folder
+    comes back afterwards. (Inductor writes its default folder into
+    ``TORCHINDUCTOR_CACHE_DIR`` on first use, so a caller's own choice cannot be told from
+    it: ``--no-compile-cache`` leaves Inductor's settings alone.) Inductor keys entries by
+    graph, inputs and versions and recompiles on a miss or an unreadable entry."""
     from posenc.paths import compile_cache_dir
 
     folder = compile_cache_dir("inductor")
-    if folder is None or "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    if folder is None:
         yield
         return
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-    try:
+    try:  # clears Inductor's in-memory caches on entry and exit, as the folder changes
+        from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    except ImportError:
         yield
-    finally:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        return
+    with temporary_cache_dir(str(folder)):
+        yield
 
 
 def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:

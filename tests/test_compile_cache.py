@@ -51,10 +51,10 @@ def test_inductor_caches_under_posenc_and_the_environment_comes_back(
 
     monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("POSENC_NO_COMPILE_CACHE", raising=False)
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     results = run(Options(backends=["torch"], encodings=["alibi_slopes"], dtypes=["float32"],
                           modes=["compiled"], properties=False, gradients=False,
                           compiled_cases=1))
     assert {r.status for r in results} == {"pass"}
     assert _entries(tmp_path / "inductor")
-    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    # afterwards Inductor is back on its own folder (it writes its default into the variable)
+    assert not os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").startswith(str(tmp_path))
