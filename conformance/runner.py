@@ -18,7 +18,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 
-from . import grading, messages, scope
+from . import comparisons, grading, messages, scope
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
 from .gradients import check_gradient, differentiable, pick_case
@@ -201,8 +201,9 @@ class Runner:
             if check.device not in backend.devices():
                 return Result(check, "unsupported", f"no device {check.device!r} on this machine")
             ctx = self._context(check, backend, profile)
+            how: dict[str, Any] = {}
             if check.kind == "case":
-                self._check_case(ctx, check.name)
+                how = self._check_case(ctx, check.name)
             elif check.kind == "gradient":
                 case = pick_case(ctx.spec, self._golden(ctx.spec.id).cases)
                 if case is None:
@@ -212,7 +213,7 @@ class Runner:
                 decl = ctx.spec.properties[check.property_index]
                 ctx.params, ctx.args = dict(decl.params), dict(decl.args)
                 get_property(decl.name)(ctx)
-            result = Result(check, "pass")
+            result = Result(check, "pass", details=how)
         except Unsupported as exc:
             result = Result(check, "unsupported", str(exc))
         except UpstreamFailure as exc:
@@ -232,7 +233,7 @@ class Runner:
         result.provided_by = who
         return result
 
-    def _check_case(self, ctx: Context, name: str) -> None:
+    def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:
         case = self._golden(ctx.spec.id).cases[name]
         if np.iscomplexobj(case.output):
             ctx.require_complex()
@@ -243,16 +244,20 @@ class Runner:
                   if d.kind == "float" and (v := case.inputs[d.name]) is not None]
         finite = case.output[np.isfinite(case.output)]  # masked scores are -inf
         scale = max([float(np.abs(finite).max(initial=0.0)), *floats]) or 1.0
+        compared, expected, how = comparisons.prepare(ctx.backend, ctx.spec, actual, case.output)
         try:
             if ctx.spec.output_kind == "int":
                 ctx.assert_equal(actual, case.output, f"case {name!r}")
             else:
-                ctx.assert_close(actual, case.output, f"case {name!r}", scale=scale,
+                ctx.assert_close(compared, expected, f"case {name!r}" + (
+                    f" ({how['comparison']})" if how else ""), scale=scale,
                                  angle_bound=case.angle_bound)
         except CheckFailure as exc:  # which declared bug (diagnoses:) the output matches
+            exc.details.update(how)
             self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
                                     angle_bound=case.angle_bound)
             raise
+        return how
 
     def close(self) -> None:
         self._stack.close()
