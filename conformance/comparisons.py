@@ -19,6 +19,8 @@ from posenc.errors import SpecError
 SOFTMAX_EQUIVALENT = "softmax_equivalent"
 # specs whose contract is the softmax of each query row (see their conventions)
 SOFTMAX_CONTRACT = frozenset({"alibi_bias"})
+# their properties that judge raw values, which a softmax-equivalent bias need not meet
+VALUE_PROPERTIES = {"alibi_bias": frozenset({"alibi_bias_relative"})}
 
 
 def declared(backend: Backend, spec: Any) -> str | None:
@@ -34,6 +36,14 @@ def declared(backend: Backend, spec: Any) -> str | None:
                         f"but the spec's contract is its values (softmax-equivalence holds for "
                         f"{', '.join(sorted(SOFTMAX_CONTRACT))})")
     return how
+
+
+def property_not_applicable(backend: Backend, spec: Any, property_name: str) -> str | None:
+    """Why a property does not apply to a backend compared softmax-equivalent (None: it does)."""
+    if declared(backend, spec) is None or property_name not in VALUE_PROPERTIES.get(spec.id, ()):
+        return None
+    return (f"{property_name} judges raw values; {backend.name} is compared "
+            f"{SOFTMAX_EQUIVALENT} (its rows may differ from the spec's by a constant)")
 
 
 def row_normalised(values: np.ndarray) -> np.ndarray:

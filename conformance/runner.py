@@ -195,6 +195,9 @@ class Runner:
         who = scope.provided_by(backend, spec, check.kind, check.property_index)
         if who == "posenc" and not self.options.include_posenc_code:
             return Result(check, "unsupported", scope.not_provided_reason(backend))
+        if check.kind == "property" and (why := comparisons.property_not_applicable(
+                backend, spec, spec.properties[check.property_index].name)):
+            return Result(check, "unsupported", why)
         ctx: Context | None = None
         try:
             self._enter(backend)

@@ -1,7 +1,7 @@
 """The peer scoreboard: every installed peer adapter run through the harness, written to
 docs/peers.md (``posenc peers``; ``posenc peers --check`` says whether it is stale).
 
-One run per peer: eager, float32 plus bfloat16 where the adapter takes it, the encodings it
+One run per peer: eager, float32 plus bfloat16 and float16 where the adapter takes them, the encodings it
 overrides, ``--precision reduced`` so that every check is graded with the tightest profile it
 meets (exact, conventional, reduced): the columns of each profile count the checks graded at
 or above it, and no number in the page is typed by hand. Properties draw ``MAX_EXAMPLES``
@@ -36,8 +36,8 @@ from posenc.specs import canonical_hash
 from .runner import Options, Result, run
 from .tolerances import PROFILES
 
-MAX_EXAMPLES = 5
-DTYPES = ("float32", "bfloat16")
+MAX_EXAMPLES = 10
+DTYPES = ("float32", "bfloat16", "float16")
 MARKDOWN = "peers.md"
 HASHED = ("scoreboard.py", "comparisons.py", "grading.py", "tolerances.py", "diagnose.py")
 HASH_LINE = "<!-- inputs sha256: {} -->"
@@ -70,13 +70,26 @@ def encodings_of(backend: PeerBackend) -> list[str]:
     return [s.id for s in specs().values() if s.function in backend.overrides]
 
 
+def _dtype_free(spec_id: str) -> bool:
+    """Integer results of integer inputs (bucket functions): the same checks in every dtype."""
+    spec = specs()[spec_id]
+    return spec.output_kind == "int" and not any(i.kind == "float" for i in spec.inputs)
+
+
 def run_peer(backend: PeerBackend, max_examples: int = MAX_EXAMPLES,
              encodings: Iterable[str] | None = None,
              dtypes: Iterable[str] = DTYPES) -> list[Result]:
-    options = Options(backends=[backend], encodings=list(encodings or encodings_of(backend)),
-                      dtypes=[d for d in dtypes if d in backend.dtypes], modes=["eager"],
-                      max_examples=max_examples, gradients=False, precision=PROFILES[-1])
-    return run(options)
+    """The peer's checks, graded; dtype-free encodings run in the first dtype only."""
+    chosen = list(encodings or encodings_of(backend))
+    dtypes = [d for d in dtypes if d in backend.dtypes]
+    results: list[Result] = []
+    for group, group_dtypes in (([e for e in chosen if _dtype_free(e)], dtypes[:1]),
+                                ([e for e in chosen if not _dtype_free(e)], dtypes)):
+        if group:
+            results += run(Options(backends=[backend], encodings=group, dtypes=group_dtypes,
+                                   modes=["eager"], max_examples=max_examples, gradients=False,
+                                   precision=PROFILES[-1]))
+    return results
 
 
 # -- the page ------------------------------------------------------------------------------------
@@ -93,7 +106,10 @@ def _explanation(result: Result, notes: dict[str, str]) -> str:
     diagnosis = result.details.get("diagnosis") or (result.details.get("tighter") or {}).get(
         "diagnosis")
     if diagnosis:
-        return f"{diagnosis['title']} (`{diagnosis['name']}`): {diagnosis['explanation']}"
+        also = diagnosis.get("also") or []
+        return (f"{diagnosis['title']} (`{diagnosis['name']}`): {diagnosis['explanation']}"
+                + (f" (equally on this case: {', '.join(f'`{a}`' for a in also)})"
+                   if also else ""))
     for pattern, note in notes.items():
         if fnmatch.fnmatchcase(result.check.id, pattern):
             return note
@@ -119,7 +135,8 @@ def table(peer: PeerBackend, results: list[Result]) -> list[str]:
     keyed: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         keyed.setdefault((r.check.encoding, r.check.dtype), []).append(r)
-    for (encoding, dtype), group in keyed.items():
+    for (encoding, dtype), group in sorted(keyed.items(), key=lambda kv: (
+            kv[0][0], DTYPES.index(kv[0][1]) if kv[0][1] in DTYPES else len(DTYPES))):
         scoped = [r for r in group if r.status != "unsupported"]
         counts = [sum(r.grade is not None and PROFILES.index(r.grade) <= i for r in scoped)
                   for i in range(len(PROFILES))]
@@ -132,7 +149,8 @@ def table(peer: PeerBackend, results: list[Result]) -> list[str]:
 def deviations(peer: PeerBackend, results: list[Result]) -> list[str]:
     """One line per (encoding, dtype, verdict, explanation), naming its checks."""
     groups: dict[tuple[str, str, str, str], list[str]] = {}
-    for r in results:
+    for r in sorted(results, key=lambda r: (r.check.encoding, DTYPES.index(r.check.dtype)
+                                            if r.check.dtype in DTYPES else len(DTYPES))):
         if r.status == "unsupported" or (r.status == "pass" and r.grade == PROFILES[0]):
             continue
         key = (r.check.encoding, r.check.dtype, _verdict(r), _explanation(r, peer.notes))
@@ -171,6 +189,7 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
         f"Python {platform.python_version()}, posenc {_version('posenc')}, eager mode, "
         f"{', '.join(DTYPES)} where the adapter takes them, {max_examples} Hypothesis examples "
         f"per property, Keras backend `{os.environ.get('KERAS_BACKEND', 'default')}`.", "",
+        "Bucket functions (integer in, integer out) run in float32 only. "
         "Columns: **in scope** is the checks the peer implements out of the spec's total for "
         "that dtype (the rest report `unsupported` with the adapter's reason); **exact**, "
         "**conventional**, **reduced** count the in-scope checks that meet each precision "
@@ -186,8 +205,12 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
             lines.append(f"| `{name}` | {versions} | {results} |")
             continue
         scoped = [r for r in results if r.status != "unsupported"]
+        bad = {s: sum(r.status == s for r in scoped) for s in ("fail", "error")}
+        bad_text = ", ".join(f"{n} {'failing' if s == 'fail' else 'erroring'}"
+                             for s, n in bad.items() if n)
         lines.append(f"| `{name}` | {versions} | profile met: {_met([r.grade for r in scoped])}"
-                     f"; {len(scoped)}/{len(results)} checks in scope; {seconds:.0f} s |")
+                     + (f" ({bad_text})" if bad_text else "")
+                     + f"; {len(scoped)}/{len(results)} checks in scope; {seconds:.0f} s |")
     for name, (peer, results, _) in runs.items():
         if isinstance(results, str):
             continue

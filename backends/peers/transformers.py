@@ -192,4 +192,13 @@ BACKEND = peer_backend(
                "t5_bias": t5_bias, "deberta_bucket": deberta_bucket,
                "alibi_slopes": alibi_slopes, "alibi_bias": alibi_bias,
                "sinusoidal": sinusoidal},
-    comparisons={"alibi_bias": "softmax_equivalent"})
+    comparisons={"alibi_bias": "softmax_equivalent"},
+    notes={
+        "*/rope_frequencies/case:llama3_*": "llama3's smooth band: s from a float32 wavelength "
+        "2π/θ, then (1 − s)·θ/factor + s·θ in float32, a few ulps (~4e-7 relative) over the "
+        "spec's 2·eps32",
+        "*/t5_bucket/property:t5_bucket_exact*": "a drawn distance at a float32 log tie (2^17, "
+        "2^19): transformers' float32 log, as the float32_log diagnosis of the tie cases",
+        "*/deberta_bucket/property:deberta_bucket_exact*": "a drawn distance at a float32 log "
+        "tie: transformers' float32 log, as the float32_log diagnosis of the tie cases",
+    })
