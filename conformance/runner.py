@@ -90,6 +90,9 @@ class Runner:
             raise ParameterError(f"Options.precision={options.precision!r}: not a precision "
                                  f"profile (known: {', '.join(PROFILES)})")
         resolved = [get_backend(b) for b in options.backends or installed_backends()]
+        for backend in resolved:  # a named peer adapter whose peer is missing: say so once
+            if hasattr(backend, "missing") and backend.missing() is not None:
+                backend.namespace()
         self.backends: dict[str, Backend] = {b.name: b for b in resolved}
         if "tensorflow" in self.backends and "torch" in self.backends:
             with contextlib.suppress(ImportError):

@@ -83,9 +83,10 @@ def test_a_missing_peer_through_the_cli() -> None:
         pytest.skip("flash-attn and Liger are both installed here")
     done = run_cli("conformance", "--backend", f"peer:{name}", "--encoding", "rope",
                    "--dtype", "float32", "--mode", "eager", "--only", "cases", "-q")
-    assert done.returncode != 0
+    assert done.returncode == 2, done.stdout + done.stderr  # one message, no per-check errors
     package = get_backend(f"peer:{name}").missing()[1]
-    assert f"pip install {package}" in done.stdout + done.stderr
+    assert f"posenc: error: peer:{name} needs" in done.stderr
+    assert f"pip install {package}" in done.stderr
 
 
 # -- transformers ----------------------------------------------------------------------------------
