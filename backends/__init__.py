@@ -23,6 +23,8 @@ BUILTIN = ("numpy", "strict", "torch", "jax", "tensorflow")
 LAYER_BACKENDS = {"torch-layers": "torch", "jax-layers": "jax", "keras-layers": "tensorflow"}
 # Backends that override encodings with fused kernels (module names)
 KERNEL_BACKENDS = {"torch-triton": "torch_triton"}
+# Other people's implementations as backends ("peer:NAME"), run only when named
+PEER_PREFIX = "peer:"
 
 
 def registered_backends() -> dict[str, str]:
@@ -32,6 +34,10 @@ def registered_backends() -> dict[str, str]:
                   for name, module in LAYER_BACKENDS.items()})
     found.update({name: f"posenc.backends.{module}:BACKEND"
                   for name, module in KERNEL_BACKENDS.items()})
+    from .peers import PEERS
+
+    found.update({PEER_PREFIX + name: f"posenc.backends.peers.{module}:BACKEND"
+                  for name, module in PEERS.items()})
     for ep in entry_points(group="posenc.backends"):
         found.setdefault(ep.name, ep.value)
     return found
@@ -77,9 +83,12 @@ def get_backend(name: str | Backend) -> Backend:
 
 
 def installed_backends() -> list[str]:
-    """Registered backends whose framework is installed (checked without importing it)."""
+    """Registered backends whose framework is installed (checked without importing it); peer
+    adapters are left out (they run when named: ``--backend peer:transformers``)."""
     names = []
     for name in registered_backends():
+        if name.startswith(PEER_PREFIX):
+            continue
         try:
             backend = get_backend(name)
         except BackendError:

@@ -48,6 +48,9 @@ class Backend:
     overrides: dict[str, Callable[..., Any]] = field(default_factory=dict)
     own_code: bool = False  # the encodings not overridden are the backend's own code too
     scope: Callable[[str, dict[str, Any]], str | None] | None = None
+    # function -> how its golden cases are compared where the spec allows another contract
+    # ("softmax_equivalent": equal up to a constant per query row; conformance/comparisons.py)
+    comparisons: dict[str, str] = field(default_factory=dict)
     force_namespace: bool = False
     session: Callable[[], contextlib.AbstractContextManager[Any]] = field(
         default=contextlib.nullcontext)

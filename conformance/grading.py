@@ -37,4 +37,8 @@ def graded(run: Callable[[str], Any], chosen: str, kind: str,
     result.grade = grade
     if grade not in (None, PROFILES[0]) and result.status == "pass":
         result.message = f"passes the {grade} profile, not exact"
+        missed = PROFILES[PROFILES.index(grade) - 1]  # why it misses the next profile up
+        result.details.setdefault("tighter", {
+            "profile": missed, "message": results[missed].message.split("\n")[0],
+            "diagnosis": results[missed].details.get("diagnosis")})
     return result

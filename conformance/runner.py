@@ -17,7 +17,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 
-from . import grading, messages, scope, tiers
+from . import comparisons, grading, messages, scope, tiers
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
@@ -94,6 +94,9 @@ class Runner:
             raise ParameterError(f"Options.precision={options.precision!r}: not a precision "
                                  f"profile (known: {', '.join(PROFILES)})")
         resolved = [get_backend(b) for b in options.backends or installed_backends()]
+        for backend in resolved:  # a named peer adapter whose peer is missing: say so once
+            if hasattr(backend, "missing") and backend.missing() is not None:
+                backend.namespace()
         self.backends: dict[str, Backend] = {b.name: b for b in resolved}
         if "tensorflow" in self.backends and "torch" in self.backends:
             with contextlib.suppress(ImportError):
@@ -209,14 +212,18 @@ class Runner:
         who = scope.provided_by(backend, spec, check.kind, check.property_index)
         if who == "posenc" and not self.options.include_posenc_code:
             return Result(check, "unsupported", scope.not_provided_reason(backend))
+        if check.kind == "property" and (why := comparisons.property_not_applicable(
+                backend, spec, spec.properties[check.property_index].name)):
+            return Result(check, "unsupported", why)
         ctx: Context | None = None
         try:
             self._enter(backend)
             if check.device not in backend.devices():
                 return Result(check, "unsupported", f"no device {check.device!r} on this machine")
             ctx = self._context(check, backend, profile)
+            how: dict[str, Any] = {}
             if check.kind == "case":
-                self._check_case(ctx, check.name)
+                how = self._check_case(ctx, check.name)
             elif check.kind == "gradient":
                 case = pick_case(ctx.spec, self._golden(ctx.spec.id).cases)
                 if case is None:
@@ -226,7 +233,7 @@ class Runner:
                 decl = ctx.spec.properties[check.property_index]
                 ctx.params, ctx.args = dict(decl.params), dict(decl.args)
                 get_property(decl.name)(ctx)
-            result = Result(check, "pass")
+            result = Result(check, "pass", details=how)
         except Unsupported as exc:
             result = Result(check, "unsupported", str(exc))
         except GoldenCaseError as exc:  # blames the golden, not the backend
@@ -248,7 +255,7 @@ class Runner:
         result.provided_by = who
         return result
 
-    def _check_case(self, ctx: Context, name: str) -> None:
+    def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:
         case = self._golden(ctx.spec.id).case(name)
         if np.iscomplexobj(case.output):
             ctx.require_complex()
@@ -256,16 +263,20 @@ class Runner:
         if actual.shape != case.output.shape:
             raise CheckFailure(f"shape {actual.shape}, expected {case.output.shape}")
         scale = case_scale(ctx.spec, case)  # the output's magnitude and sensitivity
+        compared, expected, how = comparisons.prepare(ctx.backend, ctx.spec, actual, case.output)
         try:
             if ctx.spec.output_kind == "int":
                 ctx.assert_equal(actual, case.output, f"case {name!r}")
             else:
-                ctx.assert_close(actual, case.output, f"case {name!r}", scale=scale,
+                ctx.assert_close(compared, expected, f"case {name!r}" + (
+                    f" ({how['comparison']})" if how else ""), scale=scale,
                                  angle_bound=case.angle_bound)
         except CheckFailure as exc:  # which declared bug (diagnoses:) the output matches
+            exc.details.update(how)
             self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
                                     angle_bound=case.angle_bound)
             raise
+        return how
 
     def close(self) -> None:
         self._stack.close()

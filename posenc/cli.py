@@ -186,6 +186,14 @@ def _cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_peers(args: argparse.Namespace) -> int:
+    from posenc.conformance import scoreboard
+
+    if args.max_examples is None:
+        args.max_examples = scoreboard.MAX_EXAMPLES
+    return scoreboard.main_args(args)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from . import bench
@@ -293,6 +301,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-images", action="store_true", help="write only the markdown")
     p.add_argument("--dpi", type=int, default=72, help="plot resolution (default 72)")
     p.set_defaults(func=_cmd_docs)
+
+    p = sub.add_parser("peers", help="run every installed peer adapter (peer:NAME) and write "
+                                     "docs/peers.md, the scoreboard")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
+    p.add_argument("--peer", action="append", metavar="NAME",
+                   help="run only this peer (repeatable; default: every peer)")
+    p.add_argument("--max-examples", type=int, default=None,
+                   help="Hypothesis examples per property (default: the scoreboard's)")
+    p.add_argument("--check", action="store_true",
+                   help="run nothing; fail when docs/peers.md is stale")
+    p.set_defaults(func=_cmd_peers)
 
     p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")

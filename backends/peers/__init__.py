@@ -1,0 +1,25 @@
+"""Peer adapters: other people's implementations checked as posenc backends.
+
+Each module defines ``BACKEND`` (posenc's torch, JAX or NumPy backend with the peer's
+``overrides``) and imports its peer only when a check first runs, so importing an adapter
+never needs the peer; a missing peer is a :class:`MissingPeerError` naming the pip package.
+Run one with ``posenc conformance --backend peer:NAME``; ``posenc peers`` runs them all and
+writes docs/peers.md.
+"""
+
+from __future__ import annotations
+
+from ._common import MissingPeerError, PeerBackend
+
+# peer name (the backend is "peer:" + name) -> module in this package
+PEERS = {
+    "transformers": "transformers",
+    "transformers-mpt": "transformers_mpt",
+    "rotary-embedding-torch": "rotary_embedding_torch",
+    "keras-hub": "keras_hub",
+    "onnx": "onnx_reference",
+    "flash-attn": "flash_attn",
+    "liger": "liger",
+}
+
+__all__ = ["PEERS", "MissingPeerError", "PeerBackend"]
