@@ -7,18 +7,18 @@ graph) and JAX eager (each new shape compiles every primitive again).
 
 ``standard`` keeps every group (no backend × dtype × mode × encoding goes unchecked) and keeps
 whole the groups that catch porting bugs: in eager mode, float64 and float32 groups of the
-array backends run every case and every property (the mutant suites in ``tests/`` run there,
-so the known mutants are caught alike). Elsewhere it takes the spec's first cases (specs list
-their most telling cases first):
+array backends (NumPy, array-api-strict, PyTorch, TensorFlow) run every case and every
+property, and eager float32 of the PyTorch and Keras layer backends too (the mutant suites
+in ``tests/`` plant their bugs there, so the known mutants are caught alike). Elsewhere each
+group pays for itself in compilations, so it runs the spec's first case (specs list their
+most telling case first):
 
-- eager 16-bit groups: every case (they are cheap), no properties (the cases carry the
-  rounding: goldens are compared in the dtype);
-- JAX eager (slow per shape): the first 2 cases per dtype, and the gradient check; JAX's
-  properties run under ``jax.jit``;
-- compiled float32: the first 2 cases, plus the properties under ``jax.jit`` and
-  ``tf.function`` (``torch.compile`` recompiles per Hypothesis shape: none);
-- compiled in other dtypes, and every group of the layer backends beyond eager float32 (which
-  runs whole): the first case, plus the float64 gradient check;
+- eager 16-bit groups of the array backends: every case (cheap), no properties (the cases
+  carry the rounding: goldens are compared in the dtype under test);
+- compiled groups (``torch.compile``, ``jax.jit``, ``tf.function``; every golden case is a
+  fresh compilation), JAX eager (every new shape compiles each primitive again) and the other
+  layer groups: the first case;
+- every gradient check (float64 eager, one per spec);
 - 5 Hypothesis examples per property instead of 25.
 
 ``exhaustive`` is the full plan. Both are deterministic, so shards of either partition it.
@@ -43,23 +43,17 @@ def keeps(check: Any, case_index: int) -> bool:
     spec's golden cases; -1 for other kinds)."""
     if check.kind in ("capability", "gradient"):
         return True
+    family = check.backend.split("-")[0]
     eager, wide = check.mode == "eager", check.dtype in ("float64", "float32")
-    jax = check.backend.split("-")[0] == "jax"
-    if _is_layer(check.backend):
-        if eager and check.dtype == "float32" and not jax:
+    if eager and family != "jax":
+        if _is_layer(check.backend):
+            if check.dtype == "float32":
+                return True
+        elif wide:
             return True
-        return check.kind == "case" and case_index < 1
-    if eager and wide and not jax:
-        return True
-    if check.kind == "case":
-        if eager and jax:
-            return case_index < 2
-        if eager:
+        elif check.kind == "case":  # 16-bit array groups: every case
             return True
-        return case_index < (2 if check.dtype == "float32" else 1)
-    # properties outside eager float64/float32: under jax.jit / tf.function in float32
-    return (not eager and check.dtype == "float32"
-            and check.backend.split("-")[0] in ("jax", "tensorflow"))
+    return check.kind == "case" and case_index < 1
 
 
 def select(checks: Sequence[Any], case_order: dict[str, list[str]]) -> list[Any]:
