@@ -230,6 +230,8 @@ class Runner:
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result = messages.failure(Result(check, "error", text), ctx, exc)
         result.provided_by = who
+        if supplied := scope.posenc_supplies(backend, spec.function):
+            result.details.setdefault("posenc_supplies", supplied)
         return result
 
     def _check_case(self, ctx: Context, name: str) -> None:
