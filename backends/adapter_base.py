@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc import _xp
+from posenc import arrays
 from posenc.errors import ParameterError, PosencError, Unsupported
 
 from .backend import Backend
@@ -134,9 +134,9 @@ def describe(value: Any) -> str:
         kinds = {type(v).__name__ for v in value}
         return f"a {type(value).__name__} of {len(value)} ({', '.join(sorted(kinds))})"
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        device = _xp.device_of(value) if _xp.library_of(value) != "numpy" else "cpu"
+        device = arrays.device_of(value) if arrays.library_of(value) != "numpy" else "cpu"
         shape = ", ".join(str(int(n)) for n in value.shape)
-        return (f"{_xp.library_of(value)} {_xp.dtype_name(value.dtype)}[{shape}]"
+        return (f"{arrays.library_of(value)} {arrays.dtype_name(value.dtype)}[{shape}]"
                 + (f" on {device}" if device is not None else ""))
     return f"{type(value).__name__} {value!r}"[:120]
 
@@ -150,20 +150,20 @@ def check_array(label: str, what: str, value: Any, *, like: Any = None,
     expected_shape = shape if shape is not None or any_shape else (
         tuple(like.shape) if like is not None else None)
     expected_device = device if device is not None else (
-        _xp.device_of(like) if like is not None else None)
+        arrays.device_of(like) if like is not None else None)
     problems = []
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
         problems.append("not an array")
     else:
-        if like is not None and _xp.library_of(value) != _xp.library_of(like):
-            problems.append(f"a {_xp.library_of(value)} array, not {_xp.library_of(like)}")
+        if like is not None and arrays.library_of(value) != arrays.library_of(like):
+            problems.append(f"a {arrays.library_of(value)} array, not {arrays.library_of(like)}")
         if expected_shape is not None and tuple(value.shape) != tuple(expected_shape):
             problems.append(f"shape {list(value.shape)}, expected {list(expected_shape)}")
-        if expected_dtype is not None and (_xp.dtype_name(value.dtype)
-                                           != _xp.dtype_name(expected_dtype)):
-            problems.append(f"dtype {_xp.dtype_name(value.dtype)}, expected "
-                            f"{_xp.dtype_name(expected_dtype)}")
-        got_device = _xp.device_of(value)
+        if expected_dtype is not None and (arrays.dtype_name(value.dtype)
+                                           != arrays.dtype_name(expected_dtype)):
+            problems.append(f"dtype {arrays.dtype_name(value.dtype)}, expected "
+                            f"{arrays.dtype_name(expected_dtype)}")
+        got_device = arrays.device_of(value)
         if expected_device is not None and got_device is not None and \
                 str(got_device) != str(expected_device):
             problems.append(f"device {got_device}, expected {expected_device}")
@@ -189,7 +189,7 @@ def out_of_scope(reason: str | None) -> None:
 def _framework_of(result: Any) -> str:
     first = result[0] if isinstance(result, tuple | list) and result else result
     if hasattr(first, "shape") and hasattr(first, "dtype"):
-        return _xp.library_of(first)
+        return arrays.library_of(first)
     return "numpy"  # Python numbers or lists: host values
 
 
@@ -202,7 +202,7 @@ def _probe(adapter: Adapter) -> tuple[str, tuple[str, ...] | None]:
     framework = _framework_of(result)
     if framework == "numpy" and not (hasattr(first, "dtype") and hasattr(first, "shape")):
         return "numpy", None  # host values, converted to each dtype under test
-    return framework, (_xp.dtype_name(first.dtype),)
+    return framework, (arrays.dtype_name(first.dtype),)
 
 
 def as_backend(*adapters: Adapter, name: str | None = None, framework: str | None = None,

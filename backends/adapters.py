@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from posenc import _xp
+from posenc import arrays
 from posenc.catalog import specs
 from posenc.errors import ParameterError, SpecError
 
@@ -103,9 +103,9 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
         if "positions" in inputs and values.get("positions") is None and \
                 passed.get("positions") in signature.required:
             x = values[inputs[0]]
-            xp = _xp.namespace(x=x)
-            kwargs[passed["positions"]] = _xp.asarray(xp, list(range(x.shape[-2])),
-                                                      device=_xp.device_of(x))
+            xp = arrays.namespace(x=x)
+            kwargs[passed["positions"]] = arrays.asarray(xp, list(range(x.shape[-2])),
+                                                      device=arrays.device_of(x))
         return kwargs
 
     def probe() -> Any:  # what fn itself returns, before any conversion
@@ -139,11 +139,11 @@ def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str
         if not isinstance(first, list | tuple | int | float):
             raise AdapterOutputError(f"{label} ({encoding} adapter) returned "
                                      f"{type(first).__name__}, not an array or a list")
-        xp = _xp.namespace_of_dtype(dtype)
-        first = _xp.asarray(xp, first, dtype=_xp.output_dtype(xp, dtype), device=device)
-    elif _xp.library_of(first) == "numpy" and dtype is not None and not takes_dtype:
-        xp = _xp.namespace_of_dtype(dtype)
-        first = _xp.asarray(xp, first.tolist(), dtype=dtype, device=device)
+        xp = arrays.namespace_of_dtype(dtype)
+        first = arrays.asarray(xp, first, dtype=arrays.output_dtype(xp, dtype), device=device)
+    elif arrays.library_of(first) == "numpy" and dtype is not None and not takes_dtype:
+        xp = arrays.namespace_of_dtype(dtype)
+        first = arrays.asarray(xp, first.tolist(), dtype=dtype, device=device)
     if "num_heads" in values and encoding == "alibi_slopes":
         check_array(label, encoding, first, shape=(int(values["num_heads"]),), dtype=dtype)
     else:
@@ -196,8 +196,8 @@ def alibi_tensor(fn: Callable[..., Any], *, framework: str = "torch",
     def call(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
              max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
         out_of_scope(scope({"form": form, "max_bias": max_bias}))
-        xp = _xp.namespace_of_dtype(dtype)
-        mask = _xp.asarray(xp, [[1] * int(k_len)], dtype=xp.int64, device=device)
+        xp = arrays.namespace_of_dtype(dtype)
+        mask = arrays.asarray(xp, [[1] * int(k_len)], dtype=xp.int64, device=device)
         out = fn(mask, int(num_heads), dtype)
         check_array(label, "alibi_bias", out, shape=(int(num_heads), 1, int(k_len)),
                     dtype=dtype, device=device)
