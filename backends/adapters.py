@@ -125,11 +125,11 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
 def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str, Any],
              takes_dtype: bool) -> Any:
     """The result, checked (or converted, for host values) against what ``encoding`` returns."""
-    arrays = [values[i.name] for i in spec.inputs if values.get(i.name) is not None]
+    given = [values[i.name] for i in spec.inputs if values.get(i.name) is not None]
     first = result[0] if isinstance(result, tuple) and result else result
     rest = result[1:] if isinstance(result, tuple) else ()
-    if arrays:
-        like = arrays[0]
+    if given:
+        like = given[0]
         same_shape = spec.data["output"]["shape"] == spec.inputs[0].shape
         check_array(label, encoding, first, like=like,
                     shape=tuple(like.shape) if same_shape else None)
