@@ -87,8 +87,8 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
                 return not_taken(key, value)
         return None
 
-    def call(*arrays: Any, **values: Any) -> Any:
-        values = {**dict(zip(inputs, arrays, strict=False)), **values}
+    def call(*positional: Any, **values: Any) -> Any:
+        values = {**dict(zip(inputs, positional, strict=False)), **values}
         return _checked(encoding, spec, label, fn(**arguments(values)), values, "dtype" in passed)
 
     def arguments(values: dict[str, Any]) -> dict[str, Any]:

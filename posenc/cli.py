@@ -234,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
 
+    p = sub.add_parser("check", help="check ONE function with its own signature against a "
+                                     "spec (scope, grade, diagnoses)")
+    from posenc.conformance import check_cli  # imports no framework
+
+    check_cli.add_arguments(p)
+    p.set_defaults(func=check_cli.main)
+
     reports = sub.add_parser("report", help="combine conformance reports")
     rsub = reports.add_subparsers(dest="report_command", required=True)
     p = rsub.add_parser("merge", help="merge JSON reports of several runs (e.g. a CPU and a GPU "

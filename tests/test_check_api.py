@@ -276,3 +276,69 @@ def test_a_wrong_return_names_the_adapter_and_what_it_returned(returned: Any,
     for r in errors:
         assert r.message.startswith("AdapterOutputError: bad_rope (rope adapter) returned")
         assert needle in r.message
+
+
+# -- loading: the CLI, file paths, the current directory ---------------------------------------
+_MODULE = '''import torch
+
+
+def my_rope(x, position_ids, theta=10000.0):
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    ang = position_ids.double()[..., None] * inv
+    if position_ids.ndim == 2:
+        ang = ang.reshape(ang.shape[0], *([1] * (x.ndim - 3)), *ang.shape[1:])
+    emb = torch.cat([ang, ang], -1)
+    half = d // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], -1).double()
+    return (x.double() * emb.cos() + turned * emb.sin()).to(x.dtype)
+'''
+
+
+def run_cli(*args: str, cwd: Any = None) -> Any:
+    """The ``posenc`` command as its console script runs it: -P keeps the current directory
+    off sys.path (``python -m`` would put it there)."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-P", "-m", "posenc", *args], capture_output=True,
+                          text=True, cwd=cwd or os.getcwd(), timeout=600)
+
+
+def test_cli_check_a_function_from_a_file_path_and_from_the_current_directory(tmp_path) -> None:
+    (tmp_path / "porter_rope.py").write_text(_MODULE)
+    args = ["--map", "base=theta", "--map", "positions=position_ids", "--dtype",
+            "float32", "--only", "cases", "--unsupported", "base=500000.0", "--json",
+            str(tmp_path / "r.json")]
+    proc = run_cli("check", "rope", f"{tmp_path}/porter_rope.py:my_rope", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "grade: exact" in proc.stdout and "it takes no 'layout'" in proc.stdout
+    assert "base=500000.0 is declared unsupported" in proc.stdout
+    import json
+
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert {e["provided_by"] for e in data["results"] if e["status"] == "pass"} == {"backend"}
+    proc = run_cli("check", "rope", "porter_rope:my_rope", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_cli_import_failures_say_how_to_make_the_module_importable(tmp_path) -> None:
+    proc = run_cli("check", "rope", "no_such_porter_module:rope", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "the module must be importable: give its file path" in proc.stderr
+    assert "PYTHONPATH" in proc.stderr and "pip install -e" in proc.stderr
+    proc = run_cli("conformance", "--backend", "./missing_adapter.py:BACKEND", cwd=tmp_path)
+    assert proc.returncode == 2 and "no file missing_adapter.py" in proc.stderr
+
+
+def test_conformance_backend_from_a_file_path(tmp_path) -> None:
+    (tmp_path / "porter_rope.py").write_text(_MODULE)
+    (tmp_path / "my_adapter.py").write_text(
+        "from posenc.backends import adapters\nfrom porter_rope import my_rope\n"
+        "BACKEND = adapters.rope_function(my_rope, names={'positions': 'position_ids', "
+        "'base': 'theta'}).backend(name='porter')\n")
+    proc = run_cli("conformance", "--backend", "./my_adapter.py:BACKEND", "--encoding", "rope",
+                   "--dtype", "float32", "--only", "cases", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "in scope: " in proc.stdout and "porter" in proc.stdout
