@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -18,7 +17,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 
-from . import grading, messages, scope
+from . import grading, messages, scope, selection
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
 from .gradients import check_gradient, differentiable, pick_case
@@ -40,8 +39,10 @@ class Options:
     cases: bool = True
     properties: bool = True
     gradients: bool = True  # autodiff vs finite differences (float64, eager, one case per spec)
-    expectations: dict[str, str] = field(default_factory=dict)  # check-id pattern -> reason
-    skip: list[str] = field(default_factory=list)  # check-id globs deselected from the plan
+    # check-id pattern -> reason; skip: patterns deselected from the plan. A pattern is a glob
+    # over the id, or selects by parameter values: rope[layout=interleaved] (selection.py)
+    expectations: dict[str, str] = field(default_factory=dict)
+    skip: list[str] = field(default_factory=list)
     # compiled mode checks only the first N golden cases of each spec (None: all of them)
     compiled_cases: int | None = None
     precision: str = "exact"  # the profile a check must meet: exact | conventional | reduced
@@ -130,7 +131,7 @@ class Runner:
                         else:
                             checks.extend(self._plan_spec(base, spec))
         return [c for c in checks
-                if not any(fnmatch.fnmatchcase(c.id, pattern) for pattern in opts.skip)]
+                if not any(selection.selects(pattern, c, self.specs) for pattern in opts.skip)]
 
     def _plan_spec(self, base: tuple[str, ...], spec: Any) -> list[Check]:
         out = []
@@ -179,7 +180,7 @@ class Runner:
         result.seconds = time.perf_counter() - start
         backend = self.backends[check.backend]
         for pattern, reason in {**backend.expectations, **self.options.expectations}.items():
-            if fnmatch.fnmatchcase(check.id, pattern):
+            if selection.selects(pattern, check, self.specs):
                 if result.failed:
                     result.status, result.message = "xfail", f"{reason} ({result.message})"
                 elif result.status == "pass":

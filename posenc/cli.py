@@ -212,11 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-examples", type=int, default=25,
                    help="Hypothesis examples per property (derandomised; default 25)")
     p.add_argument("--expectations", metavar="PATH",
-                   help="YAML mapping of check-id glob -> reason for known gaps (xfail)")
+                   help="YAML mapping of check pattern -> reason for known gaps (xfail); a "
+                        "pattern is a check-id glob, or selects by parameter values: "
+                        "'rope[layout=interleaved]'")
     p.add_argument("--skip", action="append", metavar="GLOB",
                    help="deselect checks whose id (backend/device/dtype/mode/encoding/kind:name) "
-                        "matches, e.g. 'torch/*/float16/compiled/*' (repeatable; the count is "
-                        "reported)")
+                        "matches, e.g. 'torch/*/float16/compiled/*', or whose parameters do: "
+                        "'rope[layout=interleaved]', '*[scaling.rope_type=yarn]' (repeatable; "
+                        "the count is reported)")
     p.add_argument("--compiled-cases", type=int, metavar="N",
                    help="in compiled mode, check only the first N golden cases of each "
                         "encoding (every property still runs; the count is reported)")

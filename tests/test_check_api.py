@@ -342,3 +342,62 @@ def test_conformance_backend_from_a_file_path(tmp_path) -> None:
                    "--dtype", "float32", "--only", "cases", "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "in scope: " in proc.stdout and "porter" in proc.stdout
+
+
+# -- selecting checks by parameter values -------------------------------------------------------
+def test_selectors_match_declared_parameter_values() -> None:
+    from posenc.catalog import specs
+    from posenc.conformance.runner import Check
+    from posenc.conformance.selection import parse, selects
+
+    all_specs = specs()
+    rope = all_specs["rope"]
+
+    def case(name: str, encoding: str = "rope") -> Check:
+        return Check("b", "cpu", "float32", "eager", encoding, "case", name)
+
+    def prop(i: int) -> Check:
+        return Check("b", "cpu", "float32", "eager", "rope", "property",
+                     rope.properties[i].label, i)
+
+    assert selects("rope[layout=interleaved]", case("interleaved_default_positions"), all_specs)
+    assert not selects("rope[layout=interleaved]", case("half_default_positions"), all_specs)
+    assert selects("rope[layout=half]", case("half_default_positions"), all_specs)  # default
+    assert not selects("xpos[layout=interleaved]", case("interleaved_default_positions"),
+                       all_specs)
+    assert selects("*/float32/*/rope/*[base=500000]", case("llama_head_dim_128"), all_specs)
+    assert selects("rope[scaling.rope_type=linear]", case("linear_scaling"), all_specs)  # type
+    assert selects("rope[scaling=*]", case("linear_scaling"), all_specs)
+    assert not selects("rope[scaling=*]", case("two_dims"), all_specs)
+    assert selects("rope[scaling=null,base=10]", case("two_dims"), all_specs)
+    interleaved = [i for i, p in enumerate(rope.properties)
+                   if p.params.get("layout") == "interleaved"]
+    assert interleaved and all(selects("rope[layout=interleaved]", prop(i), all_specs)
+                               for i in interleaved)
+    assert selects("*", case("two_dims"), all_specs)  # plain globs as before
+    assert parse("rope/*[ab]").params == ()  # a character class stays one
+    with pytest.raises(ParameterError, match="'layout' is not KEY=VALUE"):
+        parse("rope[layout,base=1]")
+
+
+def test_one_line_marks_one_unsupported_feature(tmp_path) -> None:
+    from posenc.conformance import Options, run
+
+    def half_only(x: Any, positions: Any = None, *, layout: str = "half", **kw: Any) -> Any:
+        from posenc.backends import torch as pe
+
+        if layout != "half":
+            raise RuntimeError("interleaved pairs are not implemented here")
+        return pe.rope(x, positions, **kw)
+
+    backend = adapters.rope_function(half_only).backend(name="half-only")
+    base = {"backends": [backend], "encodings": ["rope"], "dtypes": ["float32"],
+            "modes": ["eager"], "max_examples": 3, "gradients": False}
+    results = run(Options(**base, expectations={"rope[layout=interleaved]": "half only"}))
+    interleaved = [r for r in results if r.status == "xfail"]
+    assert interleaved and all("half only" in r.message for r in interleaved)
+    # a property that runs both layouts itself declares none: selected by neither
+    assert {r.check.name for r in results if r.failed} == {"rope_layout_permutation"}
+    kept = run(Options(**base, skip=["rope[layout=interleaved]"]))
+    assert len(kept) == len(results) - len(interleaved)
+    assert all(r.status != "xfail" for r in kept)
