@@ -103,10 +103,13 @@ def load_object(target: str, what: str = "backend") -> object:
     module = _import(module_name, target, what)
     if not colon:
         return module
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}") from None
+    obj: object = module
+    for part in attr.split("."):  # Class.method too
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}") from None
+    return obj
 
 
 def get_backend(name: str | Backend) -> Backend:

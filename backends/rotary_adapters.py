@@ -317,7 +317,7 @@ def frequency_function(fn: Callable[..., Any] | Mapping[str, Callable[..., Any]]
     :func:`transformers_config`). Checked in the dtype ``inv_freq`` comes in unless ``dtypes``
     says otherwise (a function computing in float32 is not held to float64)."""
     table = dict(fn) if isinstance(fn, Mapping) else None
-    label = label or ("ROPE_INIT_FUNCTIONS-style mapping" if table is not None else label_of(fn))
+    label = label or ("rope_type mapping" if table is not None else label_of(fn))
     if table is not None and not all(callable(f) for f in table.values()):
         raise ParameterError(f"{label}: every value of the mapping must be a function")
 
