@@ -180,6 +180,15 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def dtype_out_of_scope(value: Any, dtype: Any) -> None:
+    """A function that takes no dtype returns the one it computes in: another dtype asked of
+    it is out of its scope (float32 by design is not judged in float64)."""
+    if dtype is not None and hasattr(value, "dtype") and \
+            arrays.dtype_name(value.dtype) != arrays.dtype_name(dtype):
+        raise Unsupported(f"it returns {arrays.dtype_name(value.dtype)} and takes no dtype: "
+                          f"{arrays.dtype_name(dtype)} is out of its scope")
+
+
 def out_of_scope(reason: str | None) -> None:
     if reason:
         raise Unsupported(reason)

@@ -31,6 +31,7 @@ from .adapter_base import (
     as_backend,
     check_array,
     declared_out_of_scope,
+    dtype_out_of_scope,
     label_of,
     not_taken,
     out_of_scope,
@@ -144,6 +145,8 @@ def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str
     elif arrays.library_of(first) == "numpy" and dtype is not None and not takes_dtype:
         xp = arrays.namespace_of_dtype(dtype)
         first = arrays.asarray(xp, first.tolist(), dtype=dtype, device=device)
+    elif not takes_dtype:
+        dtype_out_of_scope(first, dtype)
     if "num_heads" in values and encoding == "alibi_slopes":
         check_array(label, encoding, first, shape=(int(values["num_heads"]),), dtype=dtype)
     else:

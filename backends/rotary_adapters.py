@@ -24,6 +24,7 @@ from .adapter_base import (
     Signature,
     check_array,
     declared_out_of_scope,
+    dtype_out_of_scope,
     label_of,
     not_taken,
     out_of_scope,
@@ -348,6 +349,8 @@ def frequency_function(fn: Callable[..., Any] | Mapping[str, Callable[..., Any]]
                                      f"{type(result).__name__}, not (inv_freq, attention_factor)")
         inv_freq, factor = result
         expected = len(schedule(int(dim), base=base, scaling=scaling, seq_len=seq_len).inv_freq)
+        if not signature.accepts("dtype"):
+            dtype_out_of_scope(inv_freq, dtype)
         check_array(label, "rope_frequencies", inv_freq, shape=(expected,), dtype=dtype,
                     device=device)
         try:

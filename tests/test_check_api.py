@@ -401,3 +401,29 @@ def test_one_line_marks_one_unsupported_feature(tmp_path) -> None:
     kept = run(Options(**base, skip=["rope[layout=interleaved]"]))
     assert len(kept) == len(results) - len(interleaved)
     assert all(r.status != "xfail" for r in kept)
+
+
+def test_several_adapters_in_one_backend_keep_their_own_dtypes() -> None:
+    from posenc.conformance import Options, run
+
+    def apply(q: Any, k: Any, cos: Any, sin: Any) -> Any:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+    backend = adapters.as_backend(adapters.apply_rotary(apply),
+                                  adapters.frequency_function({"default": _default_frequencies}),
+                                  name="pair")
+    assert backend.overrides.keys() == {"rope", "rope_frequencies"}
+    results = run(Options(backends=[backend], encodings=["rope", "rope_frequencies"],
+                          dtypes=["float64", "float32"], modes=["eager"], properties=False,
+                          gradients=False))
+    assert not [r for r in results if r.failed]
+    float64 = [r for r in results if r.check.encoding == "rope_frequencies"
+               and r.check.dtype == "float64" and r.status == "unsupported"]
+    assert float64 and all("it returns float32 and takes no dtype: float64 is out of its scope"
+                           in r.message for r in float64 if "rope_type" not in r.message)
+    assert any(r.status == "pass" and r.check.dtype == "float64" and r.check.encoding == "rope"
+               for r in results)
+    with pytest.raises(ParameterError, match="two adapters for 'rope'"):
+        adapters.as_backend(adapters.apply_rotary(apply), adapters.rope_function(my_rope, {
+            "positions": "position_ids"}))
