@@ -68,6 +68,9 @@ class CheckReport:
     def text(self, verbose: bool = False) -> str:
         parts = [f"{self.implementation}: {self.in_scope} of {len(self.results)} checks in scope; "
                  f"grade: {self.grade or 'none'} (asked: {self.precision})"]
+        supplied = {r.details["posenc_supplies"] for r in self.results
+                    if r.details.get("posenc_supplies")}
+        parts += [f"  posenc supplies: {text}" for text in sorted(supplied)]
         reasons = sorted(self.unsupported.items(), key=lambda item: -item[1])
         shown = reasons if verbose else reasons[:8]
         parts += [f"  unsupported ({n}): {reason}" for reason, n in shown]
@@ -91,7 +94,7 @@ class CheckReport:
 
 def _backend(implementation: Any, encoding: str | None, names: Mapping[str, str] | None,
              unsupported: Mapping[str, Any] | None, framework: str | None,
-             dtypes: Iterable[str] | None, name: str | None) -> Backend:
+             dtypes: Iterable[str] | None, name: str | None, compiled: bool) -> Backend:
     if isinstance(implementation, Backend):
         if names or unsupported:
             raise ParameterError("names/unsupported apply to a function, not a Backend "
@@ -105,14 +108,15 @@ def _backend(implementation: Any, encoding: str | None, names: Mapping[str, str]
             raise ParameterError("names/unsupported go to the adapter's constructor "
                                  "(e.g. adapters.rope_function(fn, names=...))")
         return adapters.as_backend(*implementation, name=name, framework=framework,
-                                   dtypes=dtypes)
+                                   dtypes=dtypes, compiled=compiled)
     if callable(implementation):
         if encoding is None:
             raise ParameterError("check(fn): say which encoding fn implements, e.g. "
                                  "check(my_rope, 'rope')")
         adapter = adapters.function(encoding, implementation, names, unsupported,
                                     framework=framework)
-        return adapters.as_backend(adapter, name=name, framework=framework, dtypes=dtypes)
+        return adapters.as_backend(adapter, name=name, framework=framework, dtypes=dtypes,
+                                   compiled=compiled)
     raise ParameterError(f"check: {implementation!r} is not a function, an adapter or a Backend")
 
 
@@ -132,12 +136,15 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     :mod:`posenc.backends.adapters` (``apply_rotary``, ``frequency_function``,
     ``cos_sin_cache``, ``alibi_tensor``, ...), a list of adapters, or a Backend.
     ``encoding``: the spec to run (default: every spec whose function it provides).
-    ``precision``: the profile checks must meet (``exact``, ``conventional``, ``reduced``);
+    ``modes``: ``eager`` (default) and/or ``compiled`` (the framework's compile hook around
+    the function). ``precision``: the profile checks must meet (``exact``, ``conventional``, ``reduced``);
     every result is graded with the tightest one it meets either way. ``dtypes``: default the
     framework's (or those the function returns). The report is a :class:`CheckReport`:
     ``print(report)`` shows coverage, grade, failures with their diagnoses and the summary.
     """
-    backend = _backend(implementation, encoding, names, unsupported, framework, dtypes, name)
+    modes = list(modes)
+    backend = _backend(implementation, encoding, names, unsupported, framework, dtypes, name,
+                       compiled="compiled" in modes)
     if encoding is not None:
         encodings = [encoding]
     else:
@@ -145,7 +152,7 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
         if not encodings:
             raise ParameterError(f"{backend.name} overrides no encoding function: give encoding=")
     results = run(Options(
-        backends=[backend], encodings=encodings, dtypes=[], modes=list(modes), device=device,
+        backends=[backend], encodings=encodings, dtypes=[], modes=modes, device=device,
         max_examples=max_examples, cases=cases, properties=properties, gradients=gradients,
         expectations=dict(expectations or {}), skip=list(skip), precision=precision))
     return CheckReport(backend.name, results, precision)

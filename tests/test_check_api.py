@@ -98,6 +98,7 @@ def test_apply_rotary_with_posenc_cos_sin() -> None:
                    or r.check.name == "linear_scaling" for r in passed)
         assert all(r.provided_by == "backend" for r in passed)
         assert all(source in r.details["posenc_supplies"] for r in passed)
+        assert f"posenc supplies: cos/sin from posenc's {source}" in report.text()
         reasons = " | ".join(report.unsupported)
         assert "it pairs features as layout='half', not 'interleaved'" in reasons
         assert "partial rotary" in reasons
@@ -263,6 +264,7 @@ def test_a_mapping_naming_an_unknown_parameter_is_a_parameter_error() -> None:
     (lambda x: x.to(torch.float64), "dtype float64, expected float32"),
     (lambda x: x[..., :2], "shape"),
     (lambda x: x.tolist(), "not an array"),
+    (lambda x: x.to("meta"), "device meta, expected cpu"),
 ])
 def test_a_wrong_return_names_the_adapter_and_what_it_returned(returned: Any,
                                                                needle: str) -> None:
