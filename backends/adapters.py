@@ -95,6 +95,9 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     def arguments(values: dict[str, Any]) -> dict[str, Any]:
         out_of_scope(scope({k: v for k, v in values.items() if k in spec.parameters}))
         kwargs = {}
+        for key in spec.parameters:  # a parameter fn requires gets the spec's default
+            if key not in values and passed.get(key) in signature.required and key in defaults:
+                values = {**values, key: defaults[key]}
         for key, value in values.items():
             if key not in passed:
                 continue

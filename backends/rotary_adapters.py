@@ -196,9 +196,10 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
     ``fn`` takes, under its own names (``names``), any of: ``positions`` (the positions; with
     ``batched_positions`` always ``[batch, seq]``) or ``length`` (a table for positions
     ``0 .. length-1``, read at the positions; negative positions are then out of scope),
-    ``x``, ``dim`` (the rotary width), ``base``, ``scaling``, ``seq_len``, ``dtype`` (of x),
-    ``device``. A rope parameter it does not take is out of scope unless it has its default;
-    ``unsupported`` declares values out of scope. ``width``: ``"full"`` (``[..., seq,
+    ``x``, ``dim`` (the head width, or ``rotary_dim`` when a check sets it), ``base``,
+    ``scaling``, ``seq_len``, ``dtype`` (of x), ``device``. A rope parameter it does not
+    take is out of scope unless it has its default; ``unsupported`` declares values out of
+    scope. ``width``: ``"full"`` (``[..., seq,
     rotary_dim]``) or ``"half"`` (``[..., seq, rotary_dim/2]``) tables; leading axes of size
     1 or batch are accepted."""
     label = label or label_of(fn)
@@ -238,9 +239,11 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
             xp, list(range(seq)), dtype=xp.int64, device=device)
         pos2 = pos if pos.ndim == 2 else xp.reshape(pos, (1, seq))
         values: dict[str, Any] = {"x": x, "dtype": x.dtype, "device": device,
-                                  **{k: params[k] for k in taken if k in params}}
+                                  **{k: params.get(k, _DEFAULTS[k]) for k in taken}}
         scaling = params.get("scaling")
-        values["dim"] = params.get("rotary_dim") or schedule(
+        # dim: the head width (a scaling dict's partial_rotary_factor is the builder's to apply)
+        values["dim"] = params.get("rotary_dim") or dim
+        rd = params.get("rotary_dim") or schedule(
             dim, base=params.get("base", 10000.0), scaling=scaling).rotary_dim
         if "positions" in passed:
             values["positions"] = pos2 if batched_positions else pos
@@ -271,13 +274,13 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
                 table = _full_width(xp, table, layout)
             tables.append(table)
         cos, sin = tables
-        if int(cos.shape[-1]) != values["dim"] and "dim" not in passed:
-            out_of_scope(f"its tables are {int(cos.shape[-1])} wide: rotary width "
-                         f"{values['dim']} is out of its scope")
-        if int(cos.shape[-1]) != values["dim"] or int(cos.shape[-2]) != seq:
+        if int(cos.shape[-1]) != rd and "dim" not in passed:
+            out_of_scope(f"its tables are {int(cos.shape[-1])} wide: rotary width {rd} is out "
+                         "of its scope")
+        if int(cos.shape[-1]) != rd or int(cos.shape[-2]) != seq:
             raise AdapterOutputError(
                 f"{label} (cos/sin cache adapter) returned cos of shape {list(result[0].shape)}:"
-                f" expected {seq} rows of width {values['dim'] // (2 if width == 'half' else 1)}")
+                f" expected {seq} rows of width {rd // (2 if width == 'half' else 1)}")
         if positions is not None and positions.ndim == 2:  # line batch up with x[b, ..., s, :]
             shape = (int(cos.shape[0]), *([1] * (x.ndim - 3)), seq, int(cos.shape[-1]))
             cos, sin = xp.reshape(cos, shape), xp.reshape(sin, shape)

@@ -429,3 +429,32 @@ def test_several_adapters_in_one_backend_keep_their_own_dtypes() -> None:
     with pytest.raises(ParameterError, match="two adapters for 'rope'"):
         adapters.as_backend(adapters.apply_rotary(apply), adapters.rope_function(my_rope, {
             "positions": "position_ids"}))
+
+
+def test_transformers_llama_rotary_tables_through_the_cache_adapter() -> None:
+    """transformers' LlamaRotaryEmbedding built per call from posenc's parameters: float32
+    angles pass conventional, and fail exact only where they explain it."""
+    pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from posenc.backends.rotary_adapters import transformers_config
+
+    def llama_tables(x: Any, position_ids: Any, dim: int, base: float, scaling: Any) -> Any:
+        return LlamaRotaryEmbedding(transformers_config(dim, base, scaling))(x, position_ids)
+
+    adapter = adapters.cos_sin_cache(llama_tables, {"positions": "position_ids"},
+                                     unsupported={"scaling": [{"rope_type": "ntk", "factor": 8.0},
+                                                              {"rope_type": "ntk", "factor": 4.0}]},
+                                     batched_positions=True)
+    report = check(adapter, precision="conventional", dtypes=["float32"], max_examples=6,
+                   gradients=False)
+    failing = {r.check.name: r.message for r in report.failed}
+    # Llama's default schedule rotates the whole head: partial_rotary_factor in the dict is
+    # ignored, which the adapter reports as a table of the wrong width
+    assert set(failing) == {"partial_rotary_factor_in_dict"}, report.text()
+    assert "returned cos of shape [1, 5, 20]: expected 5 rows of width 8" in \
+        failing["partial_rotary_factor_in_dict"]
+    graded = [r for r in report.results if r.status == "pass"]
+    assert any(r.grade == "conventional" for r in graded)
+    assert {r.check.name for r in graded if r.grade == "conventional"} >= {"near_2_17",
+                                                                            "decode_one_token"}
