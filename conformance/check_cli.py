@@ -80,6 +80,9 @@ def _implementation(args: argparse.Namespace) -> Any:
     if not callable(target) and not (args.adapter == "frequencies" and isinstance(target, dict)):
         raise ParameterError(f"{args.target}: {type(target).__name__} is not a function")
     framework = {"framework": args.framework} if args.framework else {}
+    if args.adapter in ("apply", "frequencies", "alibi-tensor") and (names or unsupported):
+        raise ParameterError(f"--adapter {args.adapter} takes no --map or --unsupported (its "
+                             "scope follows from what it is given: see --layout, --partial)")
     if args.adapter == "apply":
         return adapters.apply_rotary(target, layout=args.layout, cos_sin=args.cos_sin,
                                      args=tuple(a.strip() for a in args.args.split(",")),
@@ -89,7 +92,8 @@ def _implementation(args: argparse.Namespace) -> Any:
         return adapters.cos_sin_cache(target, names, unsupported, layout=args.layout,
                                       width=args.cos_sin, **framework)
     if args.adapter == "frequencies":
-        return adapters.frequency_function(target, **framework)
+        return adapters.frequency_function(target, label=args.target.rpartition(":")[2],
+                                           **framework)
     if args.adapter == "alibi-tensor":
         return adapters.alibi_tensor(target, **framework)
     return adapters.function(args.encoding, target, names, unsupported,
