@@ -189,7 +189,8 @@ def _rotate(xp: Any, x: Any, cos: Any, sin: Any, layout: str) -> Any:
 def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None,
                   unsupported: Mapping[str, Any] | None = None, *, layout: str = "half",
                   width: str = "full", batched_positions: bool = False,
-                  framework: str = "torch", label: str | None = None) -> Adapter:
+                  max_length: int | None = None, framework: str = "torch",
+                  label: str | None = None) -> Adapter:
     """A cos/sin cache builder ``fn(...) -> (cos, sin)``, checked on rope: posenc rotates x with
     what it returns (in float32, float64 for float64 x) in ``layout``.
 
@@ -201,7 +202,8 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
     take is out of scope unless it has its default; ``unsupported`` declares values out of
     scope. ``width``: ``"full"`` (``[..., seq,
     rotary_dim]``) or ``"half"`` (``[..., seq, rotary_dim/2]``) tables; leading axes of size
-    1 or batch are accepted."""
+    1 or batch are accepted. ``max_length``: the longest table it builds (a model's
+    max_position_embeddings); positions beyond are out of its scope."""
     label = label or label_of(fn)
     _choice("layout", layout, ("half", "interleaved"))
     _choice("width", width, ("full", "half"))
@@ -252,6 +254,9 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
             if host.size and host.min() < 0:
                 out_of_scope("negative positions: it builds a table for positions 0 .. length-1")
             values["length"] = int(host.max(initial=-1)) + 1
+            if max_length is not None and values["length"] > max_length:
+                out_of_scope(f"position {values['length'] - 1} is beyond its table "
+                             f"(max_length={max_length})")
         result = fn(**{passed[k]: v for k, v in values.items() if k in passed})
         if not isinstance(result, tuple | list) or len(result) != 2:
             raise AdapterOutputError(f"{label} (cos/sin cache adapter) returned "

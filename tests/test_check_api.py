@@ -172,17 +172,20 @@ def _cache(length: int, dim: int, base: float = 10000.0) -> Any:
 
 
 def test_cos_sin_cache_builder() -> None:
-    report = check(adapters.cos_sin_cache(_cache), **FAST)
+    report = check(adapters.cos_sin_cache(_cache, max_length=1 << 18), **FAST)
     assert not report.failed, report.text()
     assert _results_of(report, "pass")
     assert any("its tables pair features as layout='half', not 'interleaved'" in reason
+               for reason in report.unsupported)
+    assert any("is beyond its table (max_length=262144)" in reason
                for reason in report.unsupported)
 
     def shifted(length: int, dim: int, base: float = 10000.0) -> Any:  # row m holds m + 1
         cos, sin = _cache(length + 1, dim, base)
         return cos[1:], sin[1:]
 
-    report = check(adapters.cos_sin_cache(shifted), properties=False, **FAST)
+    report = check(adapters.cos_sin_cache(shifted, max_length=1 << 18), properties=False,
+                   **FAST)
     assert report.failed and "positions_plus_one" in _diagnoses(report)
 
 
