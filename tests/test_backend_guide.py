@@ -52,3 +52,15 @@ def test_the_guides_backend_runs_as_shown(tmp_path) -> None:
     results = json.loads((tmp_path / "r.json").read_text())["results"]
     llama = [e for e in results if e["name"] == "llama_head_dim_128"]
     assert llama and llama[0]["status"] in ("xfail", "xpass")
+
+
+def test_the_guides_pytest_command_runs(tmp_path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "my_backend.py").write_text(_block("# my_backend.py", "python"))
+    command = _block("pytest --pyargs posenc.conformance", "bash").replace("\\\n", " ").split()
+    assert command[:3] == ["pytest", "--pyargs", "posenc.conformance"]
+    proc = subprocess.run([sys.executable, "-P", "-m", *command, "-q", "-p", "no:cacheprovider",
+                           "--posenc-max-examples", "4"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "14 passed, 27 skipped" in proc.stdout
