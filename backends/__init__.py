@@ -8,14 +8,19 @@ array-API namespace, or (c) ``module:attr`` naming a :class:`Backend` object or 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import ModuleType
 
 from posenc.errors import BackendError
 
 from .backend import Backend, namespace_backend
 
-__all__ = ["BUILTIN", "Backend", "get_backend", "installed_backends", "registered_backends"]
+__all__ = ["BUILTIN", "Backend", "get_backend", "installed_backends", "load_object",
+           "registered_backends"]
 
 # Order matters: torch is imported before TensorFlow when a run uses both.
 BUILTIN = ("numpy", "strict", "torch", "jax", "tensorflow")
@@ -59,27 +64,66 @@ def _from_object(label: str, obj: object) -> Backend:
         "(expected __array_api_version__ and asarray, or a BACKEND object)")
 
 
-def _import(module_name: str, label: str) -> ModuleType:
+IMPORTABLE = ("the module must be importable: give its file path ('./my_adapter.py:BACKEND'), "
+              "run from the directory that holds it, or put that directory on PYTHONPATH (or "
+              "`pip install -e` its package)")
+
+
+def _from_file(path: Path, label: str, what: str) -> ModuleType:
+    if not path.is_file():
+        raise BackendError(f"cannot import {what} {label!r}: no file {path}")
+    name = f"posenc_user_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise BackendError(f"cannot import {what} {label!r}: {path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent.resolve()))  # its sibling modules import too
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        raise BackendError(f"cannot import {what} {label!r} from {path}: {exc}") from exc
+    return module
+
+
+def _import(module_name: str, label: str, what: str) -> ModuleType:
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        return _from_file(Path(module_name), label, what)
     try:
         return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".")[0]
+        here = Path.cwd()
+        if exc.name == top and ((here / f"{top}.py").is_file() or (here / top).is_dir()) \
+                and str(here) not in sys.path:
+            sys.path.insert(0, str(here))  # the current directory, as `python -m` would
+            return _import(module_name, label, what)
+        raise BackendError(f"cannot import {what} {label!r}: {exc}; {IMPORTABLE}") from exc
     except ImportError as exc:
-        raise BackendError(f"cannot import backend {label!r}: {exc}") from exc
+        raise BackendError(f"cannot import {what} {label!r}: {exc}") from exc
+
+
+def load_object(target: str, what: str = "backend") -> object:
+    """What ``module:attr`` (or ``path/to/file.py:attr``) names; a module when no attr."""
+    module_name, colon, attr = target.rpartition(":") if ":" in target else (target, "", "")
+    module = _import(module_name, target, what)
+    if not colon:
+        return module
+    obj: object = module
+    for part in attr.split("."):  # Class.method too
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}") from None
+    return obj
 
 
 def get_backend(name: str | Backend) -> Backend:
-    """Resolve a backend from a registered name, a namespace module path or ``module:attr``."""
+    """Resolve a backend from a registered name, a namespace module path, ``module:attr`` or
+    ``path/to/file.py:attr`` (a module in the current directory imports too)."""
     if isinstance(name, Backend):
         return name
-    target = registered_backends().get(name, name)
-    if ":" in target:
-        module_name, _, attr = target.partition(":")
-        module = _import(module_name, name)
-        try:
-            obj = getattr(module, attr)
-        except AttributeError:
-            raise BackendError(f"backend {name!r}: module {module_name!r} has no {attr!r}") from None
-        return _from_object(name, obj)
-    return _from_object(name, _import(target, name))
+    return _from_object(name, load_object(registered_backends().get(name, name)))
 
 
 def installed_backends() -> list[str]:

@@ -6,6 +6,7 @@ run the same checks, planned and executed by :class:`Runner` (:func:`run` does b
 
 from __future__ import annotations
 
+from .checking import CheckReport, check
 from .runner import Check, Options, Result, Runner, plan, run
 
-__all__ = ["Check", "Options", "Result", "Runner", "plan", "run"]
+__all__ = ["Check", "CheckReport", "Options", "Result", "Runner", "check", "plan", "run"]

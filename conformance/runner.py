@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -17,7 +16,7 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 
-from . import comparisons, grading, messages, scope, tiers
+from . import comparisons, grading, messages, scope, selection, tiers
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
@@ -41,8 +40,10 @@ class Options:
     cases: bool = True
     properties: bool = True
     gradients: bool = True  # autodiff vs finite differences (float64, eager, one case per spec)
-    expectations: dict[str, str] = field(default_factory=dict)  # check-id pattern -> reason
-    skip: list[str] = field(default_factory=list)  # check-id globs deselected from the plan
+    # check-id pattern -> reason; skip: patterns deselected from the plan. A pattern is a glob
+    # over the id, or selects by parameter values: rope[layout=interleaved] (selection.py)
+    expectations: dict[str, str] = field(default_factory=dict)
+    skip: list[str] = field(default_factory=list)
     # compiled mode checks only the first N golden cases of each spec (None: all of them)
     compiled_cases: int | None = None
     precision: str = "exact"  # the profile a check must meet: exact | conventional | reduced
@@ -142,7 +143,7 @@ class Runner:
             checks = tiers.select(checks, {s.id: [c.name for c in s.cases]
                                            for s in self.specs.values()})
         return [c for c in checks
-                if not any(fnmatch.fnmatchcase(c.id, pattern) for pattern in opts.skip)]
+                if not any(selection.selects(pattern, c, self.specs) for pattern in opts.skip)]
 
     def _plan_spec(self, base: tuple[str, ...], spec: Any) -> list[Check]:
         out = []
@@ -192,7 +193,7 @@ class Runner:
         result.seconds = time.perf_counter() - start
         backend = self.backends[check.backend]
         for pattern, reason in {**backend.expectations, **self.options.expectations}.items():
-            if fnmatch.fnmatchcase(check.id, pattern):
+            if selection.selects(pattern, check, self.specs):
                 if result.details.get("blame") == "golden":  # no backend verdict to expect
                     break
                 if result.failed:
@@ -253,6 +254,8 @@ class Runner:
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result = messages.failure(Result(check, "error", text), ctx, exc)
         result.provided_by = who
+        if supplied := scope.posenc_supplies(backend, spec.function):
+            result.details.setdefault("posenc_supplies", supplied)
         return result
 
     def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:

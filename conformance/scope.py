@@ -44,3 +44,10 @@ def out_of_scope(backend: Backend, function: str, params: dict[str, Any]) -> str
         return None
     reason = backend.scope(function, dict(params))
     return str(reason) if reason else None
+
+
+def posenc_supplies(backend: Backend, function: str) -> str | None:
+    """What posenc computes for an adapter's override (e.g. cos/sin for ``apply(q, k, cos,
+    sin)``), recorded with its results; None for a self-contained implementation."""
+    override = backend.overrides.get(function)
+    return getattr(override, "posenc_supplies", None) if override is not None else None

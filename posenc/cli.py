@@ -245,11 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     tier.add_argument("--exhaustive", dest="tier", action="store_const", const="exhaustive",
                       help="the same as --tier exhaustive")
     p.add_argument("--expectations", metavar="PATH",
-                   help="YAML mapping of check-id glob -> reason for known gaps (xfail)")
+                   help="YAML mapping of check pattern -> reason for known gaps (xfail); a "
+                        "pattern is a check-id glob, or selects by parameter values: "
+                        "'rope[layout=interleaved]'")
     p.add_argument("--skip", action="append", metavar="GLOB",
                    help="deselect checks whose id (backend/device/dtype/mode/encoding/kind:name) "
-                        "matches, e.g. 'torch/*/float16/compiled/*' (repeatable; the count is "
-                        "reported)")
+                        "matches, e.g. 'torch/*/float16/compiled/*', or whose parameters do: "
+                        "'rope[layout=interleaved]', '*[scaling.rope_type=yarn]' (repeatable; "
+                        "the count is reported)")
     p.add_argument("--compiled-cases", type=int, metavar="N",
                    help="in compiled mode, check only the first N golden cases of each "
                         "encoding (every property still runs; the count is reported)")
@@ -274,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with workers, a check silent this long is an error (default 1800)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
+
+    p = sub.add_parser("check", help="check ONE function with its own signature against a "
+                                     "spec (scope, grade, diagnoses)")
+    from posenc.conformance import check_cli  # imports no framework
+
+    check_cli.add_arguments(p)
+    p.set_defaults(func=check_cli.main)
 
     reports = sub.add_parser("report", help="combine conformance reports")
     rsub = reports.add_subparsers(dest="report_command", required=True)

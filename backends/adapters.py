@@ -1,0 +1,214 @@
+"""Adapters: ONE function with its own signature, checked as an override of posenc's.
+
+Each constructor returns an :class:`Adapter`; ``adapter.backend()`` (or :func:`as_backend`
+for several) makes the Backend the harness checks, and ``posenc.conformance.check`` runs it.
+
+- :func:`function` (and :func:`rope_function`, :func:`bucket_function`,
+  :func:`slopes_function`): a function taking posenc's inputs and parameters under its own
+  names (``names={"base": "theta"}``); a parameter it does not take, or a value declared in
+  ``unsupported``, is out of its scope when not the default;
+- :func:`apply_rotary`: ``apply(q, k, cos, sin)``, posenc supplying cos/sin;
+- :func:`cos_sin_cache`: a cos/sin cache builder, posenc rotating with what it returns;
+- :func:`frequency_function`: ``(config) -> (inv_freq, attention_factor)``, such as
+  transformers' ``ROPE_INIT_FUNCTIONS``;
+- :func:`alibi_tensor`: ``build_alibi_tensor(attention_mask, num_heads, dtype)`` (BLOOM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from posenc import arrays
+from posenc.catalog import specs
+from posenc.errors import ParameterError, SpecError
+
+from .adapter_base import (
+    ANY,
+    Adapter,
+    AdapterOutputError,
+    Signature,
+    as_backend,
+    check_array,
+    declared_out_of_scope,
+    dtype_out_of_scope,
+    label_of,
+    not_taken,
+    out_of_scope,
+    unsupported_values,
+)
+from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function
+
+__all__ = ["ANY", "Adapter", "AdapterOutputError", "alibi_tensor", "apply_rotary", "as_backend",
+           "bucket_function", "cos_sin_cache", "frequency_function", "function",
+           "rope_function", "slopes_function"]
+
+_PLACEMENT = ("dtype", "device")  # what functions without array inputs take besides parameters
+
+
+def _spec(encoding: str) -> Any:
+    found = specs()
+    if encoding not in found:
+        raise ParameterError(f"encoding={encoding!r}: no such spec (known: {', '.join(found)})")
+    return found[encoding]
+
+
+def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | None = None,
+             unsupported: Mapping[str, Any] | None = None, *, framework: str | None = None,
+             dtypes: tuple[str, ...] | None = None, label: str | None = None) -> Adapter:
+    """``fn`` as the implementation of spec ``encoding``'s function, called by keyword with the
+    inputs and parameters it takes. ``names`` maps posenc's names to ``fn``'s (``{"base":
+    "theta", "positions": "position_ids"}``); a name ``fn`` does not take is not passed, and a
+    call giving it a value other than the default is out of scope. ``unsupported``: posenc
+    parameter -> value(s) ``fn`` does not cover (``ANY``: every value but the default). A
+    ``dtype`` for functions without array inputs is passed when ``fn`` takes one; otherwise
+    host values it returns (lists, NumPy) are converted to it, and arrays are checked in the
+    dtype they come in (see :func:`as_backend`)."""
+    spec = _spec(encoding)
+    label = label or label_of(fn)
+    inputs = [i.name for i in spec.inputs]
+    known = [*inputs, *spec.parameters, *(_PLACEMENT if spec.dtype_parameter else ())]
+    names = dict(names or {})
+    signature = Signature(fn, label)
+    signature.check_names(names, known, encoding)
+    declared = unsupported_values(unsupported, spec.parameters, encoding)
+    defaults = spec.defaults()
+    passed = {n: names.get(n, n) for n in known if signature.accepts(names.get(n, n))}
+    missing = [i.name for i in spec.inputs if not i.optional and i.name not in passed]
+    if missing:
+        raise ParameterError(f"{label} takes no {missing[0]!r} (the input of {encoding}); map "
+                             f"it: names={{{missing[0]!r}: 'its name in {label}'}}")
+
+    def scope(params: dict[str, Any]) -> str | None:
+        reason = declared_out_of_scope(params, declared, defaults)
+        if reason:
+            return reason
+        for key, value in params.items():
+            if key in spec.parameters and key not in passed and value != defaults.get(key):
+                return not_taken(key, value)
+        return None
+
+    def call(*positional: Any, **values: Any) -> Any:
+        values = {**dict(zip(inputs, positional, strict=False)), **values}
+        return _checked(encoding, spec, label, fn(**arguments(values)), values, "dtype" in passed)
+
+    def arguments(values: dict[str, Any]) -> dict[str, Any]:
+        out_of_scope(scope({k: v for k, v in values.items() if k in spec.parameters}))
+        kwargs = {}
+        for key in spec.parameters:  # a parameter fn requires gets the spec's default
+            if key not in values and passed.get(key) in signature.required and key in defaults:
+                values = {**values, key: defaults[key]}
+        for key, value in values.items():
+            if key not in passed:
+                continue
+            if value is None and key in inputs and passed[key] not in signature.required:
+                continue  # an optional input left to fn's own default
+            kwargs[passed[key]] = value
+        if "positions" in inputs and values.get("positions") is None and \
+                passed.get("positions") in signature.required:
+            x = values[inputs[0]]
+            xp = arrays.namespace(x=x)
+            kwargs[passed["positions"]] = arrays.asarray(xp, list(range(x.shape[-2])),
+                                                      device=arrays.device_of(x))
+        return kwargs
+
+    def probe() -> Any:  # what fn itself returns, before any conversion
+        for case in spec.cases:
+            if not case.inputs and scope(dict(case.params)) is None:
+                try:
+                    return fn(**arguments(dict(case.params)))
+                except Exception:
+                    continue
+        raise ParameterError(f"{label}: no golden case of {encoding} in its scope ran, so its "
+                             "framework cannot be told from its result: give framework=")
+
+    return Adapter(spec.function, call, label, scope, framework, dtypes,
+                   probe=probe if not spec.inputs else None)
+
+
+def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str, Any],
+             takes_dtype: bool) -> Any:
+    """The result, checked (or converted, for host values) against what ``encoding`` returns."""
+    given = [values[i.name] for i in spec.inputs if values.get(i.name) is not None]
+    first = result[0] if isinstance(result, tuple) and result else result
+    rest = result[1:] if isinstance(result, tuple) else ()
+    if given:
+        like = given[0]
+        same_shape = spec.data["output"]["shape"] == spec.inputs[0].shape
+        check_array(label, encoding, first, like=like,
+                    shape=tuple(like.shape) if same_shape else None)
+        return result
+    dtype, device = values.get("dtype"), values.get("device")
+    if not (hasattr(first, "shape") and hasattr(first, "dtype")):  # a list, a float: host values
+        if not isinstance(first, list | tuple | int | float):
+            raise AdapterOutputError(f"{label} ({encoding} adapter) returned "
+                                     f"{type(first).__name__}, not an array or a list")
+        xp = arrays.namespace_of_dtype(dtype)
+        first = arrays.asarray(xp, first, dtype=arrays.output_dtype(xp, dtype), device=device)
+    elif arrays.library_of(first) == "numpy" and dtype is not None and not takes_dtype:
+        xp = arrays.namespace_of_dtype(dtype)
+        first = arrays.asarray(xp, first.tolist(), dtype=dtype, device=device)
+    elif not takes_dtype:
+        dtype_out_of_scope(first, dtype)
+    if "num_heads" in values and encoding == "alibi_slopes":
+        check_array(label, encoding, first, shape=(int(values["num_heads"]),), dtype=dtype)
+    else:
+        check_array(label, encoding, first, dtype=dtype)
+    return (first, *rest) if isinstance(result, tuple) else first
+
+
+def rope_function(fn: Callable[..., Any], names: Mapping[str, str] | None = None,
+                  unsupported: Mapping[str, Any] | None = None, **kwargs: Any) -> Adapter:
+    """A full rotary function ``fn(x, positions, ...)`` (see :func:`function`)."""
+    return function("rope", fn, names, unsupported, **kwargs)
+
+
+def bucket_function(fn: Callable[..., Any], names: Mapping[str, str] | None = None,
+                    unsupported: Mapping[str, Any] | None = None, *,
+                    encoding: str = "t5_bucket", **kwargs: Any) -> Adapter:
+    """A bucket function such as T5's ``_relative_position_bucket(relative_position,
+    bidirectional, num_buckets, max_distance)``; ``encoding="deberta_bucket"`` for DeBERTa's
+    ``make_log_bucket_position`` (see :func:`function`)."""
+    if encoding not in ("t5_bucket", "deberta_bucket"):
+        raise ParameterError(f"encoding={encoding!r}: bucket functions are t5_bucket or "
+                             "deberta_bucket")
+    return function(encoding, fn, names, unsupported, **kwargs)
+
+
+def slopes_function(fn: Callable[..., Any], names: Mapping[str, str] | None = None,
+                    unsupported: Mapping[str, Any] | None = None, **kwargs: Any) -> Adapter:
+    """An ALiBi slope function ``fn(num_heads) -> slopes`` (a list or an array; see
+    :func:`function`)."""
+    return function("alibi_slopes", fn, names, unsupported, **kwargs)
+
+
+def alibi_tensor(fn: Callable[..., Any], *, framework: str = "torch",
+                 dtypes: tuple[str, ...] | None = None, label: str | None = None) -> Adapter:
+    """BLOOM-style ``fn(attention_mask, num_heads, dtype) -> [batch * num_heads, 1, k_len]``:
+    slope·j, the ``key_only`` form of alibi_bias with the default ``max_bias`` 8 (the other
+    forms and biases are out of its scope). posenc passes a mask of ones ``[1, k_len]``."""
+    label = label or label_of(fn)
+    spec = _spec("alibi_bias")
+    Signature(fn, label)  # a function without a signature fails here, not in the harness
+
+    def scope(params: dict[str, Any]) -> str | None:
+        if params.get("form", "causal") != "key_only":
+            return (f"it builds the key_only form (slope·j, [heads, 1, k_len]), not "
+                    f"form={params.get('form', 'causal')!r}")
+        if params.get("max_bias", 8.0) != 8.0:
+            return not_taken("max_bias", params["max_bias"])
+        return None
+
+    def call(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
+             max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
+        out_of_scope(scope({"form": form, "max_bias": max_bias}))
+        xp = arrays.namespace_of_dtype(dtype)
+        mask = arrays.asarray(xp, [[1] * int(k_len)], dtype=xp.int64, device=device)
+        out = fn(mask, int(num_heads), dtype)
+        check_array(label, "alibi_bias", out, shape=(int(num_heads), 1, int(k_len)),
+                    dtype=dtype, device=device)
+        return xp.reshape(out, (int(num_heads), 1, int(k_len)))
+
+    if spec.function != "alibi_bias":
+        raise SpecError("alibi_bias spec names another function")
+    return Adapter("alibi_bias", call, label, scope, framework, dtypes)

@@ -1,0 +1,117 @@
+"""``posenc check ENCODING TARGET``: :func:`posenc.conformance.check` from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from posenc.errors import ParameterError
+
+ADAPTERS = ("function", "apply", "cache", "frequencies", "alibi-tensor")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("encoding", help="the spec the function implements (see `posenc list`)")
+    p.add_argument("target", help="module:function or path/to/file.py:function (also an "
+                                  "adapter or a Backend object)")
+    p.add_argument("--adapter", choices=ADAPTERS, default="function",
+                   help="the function's shape: function (posenc's inputs and parameters under "
+                        "its own names; default), apply (q, k, cos, sin), cache (a cos/sin "
+                        "builder), frequencies (config -> inv_freq, attention_factor, or a "
+                        "ROPE_INIT_FUNCTIONS-style dict), alibi-tensor (BLOOM's "
+                        "build_alibi_tensor)")
+    p.add_argument("--map", action="append", default=[], metavar="POSENC=THEIRS",
+                   help="a posenc parameter or input and the function's name for it, e.g. "
+                        "base=theta, positions=position_ids (repeatable)")
+    p.add_argument("--unsupported", action="append", default=[], metavar="NAME=VALUE",
+                   help="a parameter value the function does not cover, written as in a spec "
+                        "(layout=interleaved; '*' for every value but the default); such "
+                        "checks report unsupported (repeatable)")
+    p.add_argument("--layout", choices=["half", "interleaved"], default="half",
+                   help="apply/cache: how the function pairs features (default half)")
+    p.add_argument("--cos-sin", choices=["full", "half"], default="full",
+                   help="apply/cache: cos/sin of the rotary width (full, transformers) or half")
+    p.add_argument("--x-layout", choices=["bhsd", "bshd"], default="bhsd",
+                   help="apply: q/k as [batch, heads, seq, dim] (default) or [batch, seq, heads, "
+                        "dim]")
+    p.add_argument("--cos-layout", choices=["bsw", "sw"], default="bsw",
+                   help="apply: cos/sin as [batch, seq, width] (default) or [seq, width]")
+    p.add_argument("--args", default="q,k,cos,sin",
+                   help="apply: what the function takes, in order (default q,k,cos,sin; x for "
+                        "one tensor)")
+    p.add_argument("--partial", action="store_true",
+                   help="apply: the function rotates the first cos-width features only")
+    p.add_argument("--framework", help="torch, jax, numpy, tensorflow (default: inferred)")
+    p.add_argument("--precision", choices=["exact", "conventional", "reduced"], default="exact",
+                   help="the profile checks must meet (every result is graded either way)")
+    p.add_argument("--dtype", action="append", choices=["float64", "float32", "bfloat16",
+                                                        "float16"], help="repeatable")
+    p.add_argument("--mode", action="append", choices=["eager", "compiled"],
+                   help="default eager")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--only", choices=["cases", "properties"])
+    p.add_argument("--max-examples", type=int, default=25)
+    p.add_argument("--json", metavar="PATH", help="write a JSON report")
+    p.add_argument("-v", "--verbose", action="store_true", help="every failure and reason")
+
+
+def pairs(items: list[str], flag: str, parse: bool) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ParameterError(f"{flag} {item!r}: expected NAME=VALUE")
+        out[key.strip()] = (value if value == "*" else yaml.safe_load(value)) if parse else value
+    return out
+
+
+def _implementation(args: argparse.Namespace) -> Any:
+    from posenc.backends import adapters, load_object
+    from posenc.backends.backend import Backend
+
+    target = load_object(args.target, what="function")
+    names = pairs(args.map, "--map", parse=False)
+    unsupported = pairs(args.unsupported, "--unsupported", parse=True)
+    if isinstance(target, Backend | adapters.Adapter):
+        return target
+    if not callable(target) and not (args.adapter == "frequencies" and isinstance(target, dict)):
+        raise ParameterError(f"{args.target}: {type(target).__name__} is not a function")
+    framework = {"framework": args.framework} if args.framework else {}
+    if args.adapter in ("apply", "frequencies", "alibi-tensor") and (names or unsupported):
+        raise ParameterError(f"--adapter {args.adapter} takes no --map or --unsupported (its "
+                             "scope follows from what it is given: see --layout, --partial)")
+    if args.adapter == "apply":
+        return adapters.apply_rotary(target, layout=args.layout, cos_sin=args.cos_sin,
+                                     args=tuple(a.strip() for a in args.args.split(",")),
+                                     x_layout=args.x_layout, cos_layout=args.cos_layout,
+                                     partial=args.partial, **framework)
+    if args.adapter == "cache":
+        return adapters.cos_sin_cache(target, names, unsupported, layout=args.layout,
+                                      width=args.cos_sin, **framework)
+    if args.adapter == "frequencies":
+        return adapters.frequency_function(target, label=args.target.rpartition(":")[2],
+                                           **framework)
+    if args.adapter == "alibi-tensor":
+        return adapters.alibi_tensor(target, **framework)
+    return adapters.function(args.encoding, target, names, unsupported,
+                             framework=args.framework)
+
+
+def main(args: argparse.Namespace) -> int:
+    from posenc.conformance import check
+
+    report = check(_implementation(args), args.encoding, framework=args.framework,
+                   precision=args.precision, dtypes=args.dtype, modes=args.mode or ["eager"],
+                   device=args.device, max_examples=args.max_examples,
+                   cases=args.only in (None, "cases"),
+                   properties=args.only in (None, "properties"))
+    print(report.text(verbose=args.verbose))
+    if args.json:
+        report.to_json(args.json)
+    if not report.in_scope:
+        print("nothing was checked: every check is out of the function's scope", file=sys.stderr)
+        return 1
+    return 0 if report.passed else 1
