@@ -349,3 +349,52 @@ def test_deepseek_transformers_rope_is_the_ggml_rope_permuted() -> None:
     assert np.all(_per_token(permute_qk(case.output, n_heads=1, axis=-1) - transformers_out)
                   <= bound)
     assert np.abs(case.output - transformers_out).max() > 0.1  # the layouts differ
+
+
+# --------------------------------------------------------------------------------------------
+# posenc translate
+# --------------------------------------------------------------------------------------------
+
+
+def test_cli_translate_prints_the_mapping_and_the_rope_freqs_summary(tmp_path) -> None:
+    import json
+
+    from .conftest import run_cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(NAMED["llama-3.1-8b"]))
+    proc = run_cli("translate", "--from", "transformers", "--to", "ggml", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert 'mode: "neox"' in proc.stdout
+    assert "freq_base: 500000.0" in proc.stdout
+    assert "rope_freqs: 64 float32 divisors of theta_i, min 1, max 8" in proc.stdout
+
+
+def test_cli_translate_names_what_the_target_cannot_express(tmp_path) -> None:
+    import json
+
+    from .conftest import run_cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(NAMED["qwen2.5-vl-7b"]))
+    proc = run_cli("translate", "--to", "ggml", "--mode", "neox", str(path))
+    assert proc.returncode == 2
+    assert "mrope_section=[16, 24, 24]: ggml mode 'neox'" in proc.stderr
+    proc = run_cli("translate", "--to", "ggml", "--named", "gpt-oss-20b")
+    assert proc.returncode == 2 and "truncate=False" in proc.stderr
+
+
+def test_cli_translate_back_from_ggml(tmp_path) -> None:
+    import json
+
+    from .conftest import run_cli
+
+    proc = run_cli("translate", "--to", "ggml", "--named", "deepseek-v3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    path = tmp_path / "ggml.json"
+    path.write_text(proc.stdout)
+    back = run_cli("translate", "--from", "ggml", "--to", "transformers", str(path))
+    assert back.returncode == 0, back.stderr
+    params = json.loads(back.stdout)["all"]
+    assert params["rope_type"] == "yarn" and params["factor"] == pytest.approx(40.0)
+    assert params["attention_factor"] == pytest.approx(1.0)

@@ -115,6 +115,8 @@ def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[st
     """A transformers ``rope_parameters`` dict for ggml rope parameters, where one exists:
     default, linear and YaRN (and M-RoPE sections). A ``rope_freqs`` tensor is not invertible:
     it does not say whether Llama 3.1 or LongRoPE made it."""
+    if "freq_base" not in params:
+        raise ParameterError(f"ggml parameters lack 'freq_base' (got keys {sorted(params)})")
     if params.get("freq_factors") is not None:
         raise ParameterError("freq_factors (rope_freqs) is not invertible: the tensor does not "
                              "say which schedule (llama3, longrope) produced it")

@@ -66,6 +66,9 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
     if not isinstance(config, Mapping):
         raise ParameterError(f"config must be a dict (a transformers config.json), got "
                              f"{type(config).__name__}")
+    if "text_config" in config and not any(k in config for k in ("rope_parameters",
+                                                                 "rope_scaling", "rope_theta")):
+        config = config["text_config"]  # a multimodal config (Gemma 3, Qwen2.5-VL)
     head_dim, interleaved = _head_dim(config)
     rope = config.get("rope_parameters")
     key = "rope_parameters"
