@@ -398,3 +398,28 @@ def test_cli_translate_back_from_ggml(tmp_path) -> None:
     params = json.loads(back.stdout)["all"]
     assert params["rope_type"] == "yarn" and params["factor"] == pytest.approx(40.0)
     assert params["attention_factor"] == pytest.approx(1.0)
+
+
+def test_deepseek_v3_vs_transformers_rotary_module() -> None:
+    """transformers' DeepseekV3RotaryEmbedding (YaRN factor 40 with mscale = mscale_all_dim:
+    attention factor 1) against the layer posenc reads from the published config."""
+    torch = pytest.importorskip("torch")
+    deepseek = pytest.importorskip("transformers.models.deepseek_v3.modeling_deepseek_v3")
+    from transformers import DeepseekV3Config
+
+    named = copy.deepcopy(NAMED["deepseek-v3"])
+    config = DeepseekV3Config(hidden_size=named["hidden_size"],
+                              num_attention_heads=named["num_attention_heads"],
+                              qk_rope_head_dim=64, qk_nope_head_dim=128,
+                              max_position_embeddings=named["max_position_embeddings"],
+                              rope_parameters={**named["rope_scaling"], "rope_type": "yarn",
+                                               "rope_theta": named["rope_theta"]})
+    module = deepseek.DeepseekV3RotaryEmbedding(config)
+    layer = rope_layers(NAMED["deepseek-v3"])["all"]
+    np.testing.assert_allclose(module.inv_freq.double().numpy(), layer.resolve().inv_freq,
+                               rtol=5e-7)
+    assert module.attention_scaling == pytest.approx(layer.resolve().attention_factor)
+    assert layer.resolve().attention_factor == pytest.approx(1.0)
+    position_ids = torch.tensor([[0, 4096, 163839]])
+    cos, _ = module(torch.zeros(1, 3, 64), position_ids)
+    assert cos.shape[-1] == 64
