@@ -2,16 +2,25 @@
 vllm/model_executor/layers/rotary_embedding/ (base.py, linear_scaling_rope.py,
 dynamic_ntk_scaling_rope.py, yarn_scaling_rope.py, deepseek_scaling_rope.py,
 llama3_rope.py, phi3_long_rope_scaled_rope.py, common.py yarn_find_correction_range and
-yarn_get_mscale). Used to show where vLLM and transformers agree and where they part; not a
-golden source. Returns ``(inv_freq, attention_factor)`` that a position sees."""
+yarn_get_mscale). Returns ``(inv_freq, attention_factor)`` that every position sees."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 def _mscale(scale, m=1.0):
     return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def vllm_rope_frequencies(*, head_size, max_position, rope_parameters, max_model_len):
+    freqs, attention = vllm_frequencies(
+        {"head_size": head_size, "max_position": max_position,
+         "rope_parameters": rope_parameters},
+        max_position if max_model_len is None else max_model_len)
+    return np.array(freqs, dtype=np.float64), float(attention)
 
 
 def vllm_frequencies(kwargs, max_model_len):
@@ -38,7 +47,7 @@ def vllm_frequencies(kwargs, max_model_len):
             return r * math.log(trained / (rot * 2 * math.pi)) / (2 * math.log(base))
 
         low, high = dim_of(fast), dim_of(slow)
-        if params.get("truncate", True):
+        if kind == "deepseek_yarn" or params.get("truncate", True):  # deepseek: always
             low, high = math.floor(low), math.ceil(high)
         low, high = max(low, 0), min(high, r - 1)
         if low == high:
@@ -66,5 +75,7 @@ def vllm_frequencies(kwargs, max_model_len):
         factors = params["long_factor"] if max_model_len > trained else params["short_factor"]
         scale = kwargs["max_position"] / trained
         m = 1.0 if scale <= 1 else math.sqrt(1 + math.log(scale) / math.log(trained))
+        key = "long_mscale" if max_model_len > trained else "short_mscale"
+        m = params.get(key) or m
         return [t / f for t, f in zip(plain, factors, strict=True)], m
     raise ValueError(f"rope_type={kind!r}")
