@@ -39,6 +39,7 @@ NAMED_CASES = {
     "deepseek_v3": ("deepseek-v3", "all", {}, None),
     "phi3_5_mini_short": ("phi-3.5-mini", "all", {"n_ctx": 4096}, 4096),
     "phi3_5_mini_long": ("phi-3.5-mini", "all", {"n_ctx": 131072}, 131072),
+    "phi4_mini_partial_long": ("phi-4-mini", "all", {"n_ctx": 131072}, 131072),
     "qwen2_5_vl_mrope": ("qwen2.5-vl-7b", "all", {}, None),
     "ministral_8b": ("ministral-8b", "all", {}, None),
 }
@@ -276,7 +277,7 @@ def test_gemma3_layer_types_vs_transformers_rotary_module() -> None:
             layer.resolve().attention_factor)
 
 
-@pytest.mark.parametrize("model", ["llama-3.1-8b", "deepseek-v3", "phi-3.5-mini",
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "deepseek-v3", "phi-3.5-mini", "phi-4-mini",
                                    "ministral-8b", "gpt-oss-20b"])
 def test_named_configs_vs_rope_init_functions(model: str) -> None:
     pytest.importorskip("torch")
@@ -314,7 +315,7 @@ def _onnx_rotary(x, cos, sin, positions, *, interleaved, rotary_dim):
 
 @pytest.mark.parametrize(("model", "layer_type", "seq_len"), [
     ("llama-3.1-8b", "all", None), ("gemma-3-4b", "full_attention", None),
-    ("deepseek-v3", "all", None), ("phi-3.5-mini", "all", 5000),
+    ("deepseek-v3", "all", None), ("phi-3.5-mini", "all", 5000), ("phi-4-mini", "all", 5000),
     ("ministral-8b", "all", None)])
 def test_onnx_translation_vs_onnx_reference_op(model, layer_type, seq_len) -> None:
     onnx = pytest.importorskip("onnx")

@@ -35,6 +35,15 @@ _PHI35_SHORT = [
     2.729999542236328, 2.749999523162842, 2.8399994373321533,
 ]
 
+_PHI4_MINI_LONG = [
+    1.0, 1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897, 1.956131817, 2.187582649,
+    2.446418898, 2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023, 4.785517845,
+    5.351743533, 5.984965424, 6.693110555, 7.485043894, 8.370679318, 9.36110372, 10.4687158,
+    11.70738129, 13.09260651, 14.64173252, 16.37415215, 18.31155283, 20.47818807, 22.90118105,
+    25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23, 32.6, 32.61, 32.64, 32.66, 32.7, 32.71,
+    32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77,
+]
+
 NAMED: dict[str, dict[str, Any]] = {
     # https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
     "llama-3.1-8b": {
@@ -71,6 +80,15 @@ NAMED: dict[str, dict[str, Any]] = {
         "rope_theta": 10000.0,
         "rope_scaling": {"type": "longrope", "long_factor": _PHI35_LONG,
                          "short_factor": _PHI35_SHORT,
+                         "original_max_position_embeddings": 4096}},
+    # https://huggingface.co/microsoft/Phi-4-mini-instruct/blob/main/config.json (partial
+    # rotary: 96 of 128 features; short factors all 1)
+    "phi-4-mini": {
+        "hidden_size": 3072, "num_attention_heads": 24, "num_key_value_heads": 8,
+        "max_position_embeddings": 131072, "partial_rotary_factor": 0.75,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "longrope", "long_factor": _PHI4_MINI_LONG,
+                         "short_factor": [1.0] * 48,
                          "original_max_position_embeddings": 4096}},
     # https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct/blob/main/config.json
     "qwen2.5-vl-7b": {
