@@ -424,3 +424,40 @@ def test_deepseek_v3_vs_transformers_rotary_module() -> None:
     position_ids = torch.tensor([[0, 4096, 163839]])
     cos, _ = module(torch.zeros(1, 3, 64), position_ids)
     assert cos.shape[-1] == 64
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"mode": "neox", "sections": [1, 1, 2, 0]}, r"sections=\[1, 1, 2, 0\] needs mode"),
+    ({"mode": "mrope"}, r"mode='mrope' needs sections: a list of 4 ints"),
+    ({"mode": "vision", "sections": [2, 2, 0, 0], "n_dims": 4}, r"needs n_dims = dim / 2 = 8"),
+    ({"n_dims": 5}, r"n_dims=5 is odd"),
+    ({"n_dims": 18}, r"n_dims=18 exceeds the head width dim=16"),
+    ({"ext_factor": 1.0}, r"ext_factor=1.0 \(YaRN\) needs n_ctx_orig >= 1"),
+    ({"freq_factors": [1.0] * 3}, r"freq_factors must be a list of 8 numbers"),
+    ({"freq_factors": [1.0] * 7 + [0.0]}, r"freq_factors\[7\]=0.0 must be a finite number > 0"),
+    ({"mode": "rotary"}, r"mode='rotary' is not one of"),
+])
+def test_ggml_rope_bad_inputs_name_the_value(kwargs, message) -> None:
+    from posenc import ggml_rope
+
+    x = np.zeros((3, 16))
+    positions = np.arange(3) if kwargs.get("mode") not in ("mrope", "vision") else \
+        np.zeros((4, 3), dtype=np.int64)
+    with pytest.raises(ParameterError, match=message):
+        ggml_rope(x, positions, **kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"rope_parameters": {"rope_type": "su"}}, r"rope_type'\]='su' is not one of"),
+    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}},
+     r"key 'low_freq_factor', which rope_type='linear' does not use"),
+    ({"rope_parameters": {"rope_type": "longrope", "short_factor": [1.0] * 4,
+                          "long_factor": [1.0] * 4}},
+     r"original_max_position_embeddings'\] must be an int"),
+    ({"max_model_len": 0}, r"max_model_len=0 must be >= 1"),
+])
+def test_vllm_rope_frequencies_bad_inputs_name_the_key(kwargs, message) -> None:
+    from posenc import vllm_rope_frequencies
+
+    with pytest.raises(ParameterError, match=message):
+        vllm_rope_frequencies(8, max_position=64, **kwargs)
