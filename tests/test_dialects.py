@@ -461,3 +461,24 @@ def test_vllm_rope_frequencies_bad_inputs_name_the_key(kwargs, message) -> None:
 
     with pytest.raises(ParameterError, match=message):
         vllm_rope_frequencies(8, max_position=64, **kwargs)
+
+
+def test_qwen3_vl_interleaved_mrope_is_ggml_imrope() -> None:
+    """mrope_interleaved (Qwen3-VL) translates to ggml's IMROPE, and ggml-cpu's interleaved
+    sector rule rotates like posenc's transformers-semantics M-RoPE reference."""
+    config = {"head_dim": 32, "rope_theta": 5000000.0,
+              "rope_parameters": {"rope_type": "default", "mrope_section": [6, 5, 5],
+                                  "mrope_interleaved": True}}
+    params = translate(config, "ggml")["all"]
+    assert params["mode"] == "imrope" and params["sections"] == [6, 5, 5, 0]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 32))
+    ids = np.array([[0, 3, 7, 9], [0, 1, 1, 2], [0, 2, 0, 5]])
+    got = ggml_reference(x, np.concatenate([ids, np.zeros((1, 4), dtype=np.int64)]), **params)
+    expected = mrope_reference(x, ids, sections=[6, 5, 5], interleaved=True, base=5000000.0,
+                               layout="half", scaling=None)
+    theta = 5000000.0 ** (-2.0 * np.arange(16) / 32)
+    bound = _ladder_bound(x, ids, theta, 1.0)
+    assert np.all(_per_token(got - expected) <= bound)
+    assert from_ggml(params) == {"rope_type": "default", "rope_theta": 5000000.0,
+                                 "mrope_section": [6, 5, 5], "mrope_interleaved": True}
