@@ -75,9 +75,9 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
             raise ParameterError(
                 "truncate=False (gpt-oss): ggml_rope_yarn_corr_dims always floors and ceils "
                 "the correction dims, so ggml cannot express an untruncated YaRN ramp")
-        factor = 1.0 / resolved_factor(layer)
-        out.update(freq_scale=factor, ext_factor=1.0,
-                   attn_factor=resolved.attention_factor / _ggml_yarn_mscale(factor),
+        freq_scale = 1.0 / resolved_factor(layer)
+        out.update(freq_scale=freq_scale, ext_factor=1.0,
+                   attn_factor=resolved.attention_factor / _ggml_yarn_mscale(freq_scale),
                    beta_fast=float(scaling.get("beta_fast") or 32.0),
                    beta_slow=float(scaling.get("beta_slow") or 1.0),
                    n_ctx_orig=int(original))
