@@ -8,10 +8,15 @@ from hypothesis import strategies as st
 
 from posenc.dialects.transformers import RopeLayer
 from posenc.dialects.vllm import to_vllm
-from posenc.reference._rope_schedules import frequencies
+from posenc.reference.rope_frequencies import rope_frequencies as transformers_reference
 
 from ..context import CheckFailure, Context
 from . import register
+
+
+def frequencies(dim: int, base: float, scaling: dict, seq_len: int | None):
+    """transformers' schedule (posenc's float64 reference): (inv_freq, attention_factor)."""
+    return transformers_reference(dim=dim, base=base, scaling=scaling, seq_len=seq_len)
 
 DIM = 64
 TRANSFORMERS = {
