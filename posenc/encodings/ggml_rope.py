@@ -161,9 +161,23 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
 
     f32 = xp.float32
     device = _xp.device_of(x)
+    compute = _xp.compute_dtype(xp, x.dtype)
+    exact = compute == xp.float64
 
     def const(values: Any) -> Any:
         return _xp.asarray(xp, values, dtype=f32, device=device)
+
+    def op(fn: Any, a: Any, b: Any) -> Any:
+        """One float32 operation as C does it. With float64 at hand: exact in float64, then
+        rounded once to float32 (innocuous double rounding), which no compiler may
+        reassociate or contract; XLA's jit folds a ladder of constant multiplications and
+        its vectorised float32 division and cos may be an ulp off."""
+        if not exact:
+            return fn(a, b)
+        return xp.astype(fn(xp.astype(a, xp.float64), xp.astype(b, xp.float64)), f32)
+
+    def mul(a: Any, b: Any) -> Any:
+        return op(lambda u, v: u * v, a, b)
 
     rows = [xp.astype(positions, f32)] if secs is None else \
         [xp.astype(positions[k, :], f32) for k in range(4)]
@@ -173,29 +187,21 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     for row in rows:
         ladder = [row]
         for _ in range(steps - 1):
-            ladder.append(ladder[-1] * scale)
+            ladder.append(mul(ladder[-1], scale))
         powers.append(ladder)
     ladder = xp.stack([powers[k][s] for k, s in ladders], axis=-1)
-    divisors = const([float(f) for f in factors])
-    if _xp.compute_dtype(xp, x.dtype) == xp.float64:
-        # float32 a / b, correctly rounded through float64 (innocuous double rounding):
-        # XLA's vectorised float32 division may be an ulp off, 1e-4 rad at angle 2000
-        theta_extrap = xp.astype(xp.astype(ladder, xp.float64) / xp.astype(divisors, xp.float64),
-                                 f32)
-    else:
-        theta_extrap = ladder / divisors
-    theta = const(float(_f32(freq_scale))) * theta_extrap
+    theta_extrap = op(lambda u, v: u / v, ladder, const([float(f) for f in factors]))
+    theta = mul(const(float(_f32(freq_scale))), theta_extrap)
     if ext_factor != 0:
-        theta = theta * const([float(_f32(1) - k) for k in keep]) + \
-            theta_extrap * const([float(k) for k in keep])
-    compute = _xp.compute_dtype(xp, x.dtype)
-    if compute == xp.float64:  # cosf as correctly rounded as the float32 result can be:
-        # vectorised float32 cos (XLA) can be 1e-4 off at angles of a few thousand radians
+        theta = op(lambda u, v: u + v, mul(theta, const([float(_f32(1) - k) for k in keep])),
+                   mul(theta_extrap, const([float(k) for k in keep])))
+    if exact:  # cosf as correctly rounded as a float32 result can be
         wide = xp.astype(theta, xp.float64)
         cos, sin = xp.astype(xp.cos(wide), f32), xp.astype(xp.sin(wide), f32)
     else:
         cos, sin = xp.cos(theta), xp.sin(theta)
-    cos, sin = cos * const(float(mscale)), sin * const(float(mscale))
+    cos, sin = mul(cos, const(float(mscale))), mul(sin, const(float(mscale)))
+
     cos, sin = xp.astype(cos, compute), xp.astype(sin, compute)
     if mode == "normal":
         a = [2 * i for i in range(n_pairs)]
