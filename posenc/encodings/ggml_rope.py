@@ -25,15 +25,26 @@ __all__ = ["ggml_rope"]
 
 MODES = ("normal", "neox", "mrope", "imrope", "vision")
 MULTI = ("mrope", "imrope", "vision")
-_f32 = np.float32
+
+
+def _f32(x: float) -> float:
+    """x rounded to float32 (to nearest, ties to even), as a Python float: plain Python, so
+    torch.compile folds it (NumPy scalars would be traced into the graph)."""
+    x = float(x)
+    if x == 0 or not -math.inf < x < math.inf:
+        return x
+    mantissa, exponent = math.frexp(x)
+    return math.ldexp(round(mantissa * 2.0**24) / 2.0**24, exponent)
+
 
 
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ParameterError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(float(value)):
+    value = float(value)  # a concrete float (pins a symbolic one under torch.compile)
+    if not -math.inf < value < math.inf:
         raise ParameterError(f"{name}={value!r} must be finite")
-    return float(value)
+    return value
 
 
 def _sections(mode: str, sections: Any) -> tuple[int, int, int, int] | None:
@@ -57,8 +68,9 @@ def corr_dims(n_dims: int, n_ctx_orig: int, freq_base: float, beta_fast: float,
     """ggml_rope_yarn_corr_dims: the pair indices where YaRN's ramp starts and ends, in
     float32 (logf) and clamped to [0, n_dims - 1]."""
     def corr_dim(n_rot: float) -> float:
-        inner = _f32(n_ctx_orig) / (_f32(n_rot) * _f32(2) * _f32(math.pi))
-        return _f32(n_dims) * _f32(math.log(inner)) / (_f32(2) * _f32(math.log(_f32(freq_base))))
+        inner = _f32(_f32(n_ctx_orig) / _f32(_f32(_f32(n_rot) * 2.0) * _f32(math.pi)))
+        return _f32(_f32(n_dims * _f32(math.log(inner)))
+                    / _f32(2.0 * _f32(math.log(_f32(freq_base)))))
 
     return (float(max(0, math.floor(corr_dim(beta_fast)))),
             float(min(n_dims - 1, math.ceil(corr_dim(beta_slow)))))
@@ -116,8 +128,8 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         raise ParameterError(f"mode='vision' needs n_dims = dim / 2 = {dim / 2:g}, got {n_dims}")
     if n_dims > dim:
         raise ParameterError(f"n_dims={n_dims} exceeds the head width dim={dim}")
-    freq_base = _params.positive("freq_base", freq_base)
-    freq_scale = _params.positive("freq_scale", freq_scale)
+    freq_base = float(_params.positive("freq_base", freq_base))
+    freq_scale = float(_params.positive("freq_scale", freq_scale))
     ext_factor = _number("ext_factor", ext_factor)
     attn_factor = _number("attn_factor", attn_factor)
     beta_fast = _number("beta_fast", beta_fast)
@@ -135,7 +147,7 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         factors = [_f32(_params.positive(f"freq_factors[{i}]", v))
                    for i, v in enumerate(freq_factors)]
     else:
-        factors = [_f32(1)] * n_pairs
+        factors = [1.0] * n_pairs
 
     if not hasattr(positions, "dtype"):
         positions = _xp.asarray(xp, positions, device=_xp.device_of(x))
@@ -147,17 +159,18 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
                              f"{tuple(x.shape)}")
 
     # host side, float32 as ggml-cpu: the ladder factors, the ramp, the attention factor
-    theta_scale = _f32(math.pow(_f32(freq_base), _f32(-2.0) / _f32(n_dims)))
+    theta_scale = _f32(math.pow(_f32(freq_base), _f32(-2.0 / n_dims)))
     ladders = _ladders(n_pairs, mode, secs)
     mscale = _f32(attn_factor)
-    keep = [_f32(0)] * n_pairs  # the weight of theta_extrap per pair
+    keep = [0.0] * n_pairs  # the weight of theta_extrap per pair
     if ext_factor != 0:
         low, high = corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
-        width = max(_f32(0.001), _f32(high) - _f32(low))
+        width = max(_f32(0.001), _f32(high - low))
         for i in range(n_pairs):
-            y = (_f32(i) - _f32(low)) / width
-            keep[i] = (_f32(1) - min(_f32(1), max(_f32(0), y))) * _f32(ext_factor)
-        mscale = mscale * (_f32(1) + _f32(0.1) * _f32(math.log(_f32(1) / _f32(freq_scale))))
+            y = _f32(_f32(i - low) / width)
+            keep[i] = _f32(_f32(1.0 - min(1.0, max(0.0, y))) * _f32(ext_factor))
+        log_scale = _f32(math.log(_f32(1.0 / _f32(freq_scale))))
+        mscale = _f32(mscale * _f32(1.0 + _f32(_f32(0.1) * log_scale)))
 
     f32 = xp.float32
     device = _xp.device_of(x)
@@ -191,9 +204,9 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         powers.append(ladder)
     ladder = xp.stack([powers[k][s] for k, s in ladders], axis=-1)
     theta_extrap = op(lambda u, v: u / v, ladder, const([float(f) for f in factors]))
-    theta = mul(const(float(_f32(freq_scale))), theta_extrap)
+    theta = mul(const(_f32(freq_scale)), theta_extrap)
     if ext_factor != 0:
-        theta = op(lambda u, v: u + v, mul(theta, const([float(_f32(1) - k) for k in keep])),
+        theta = op(lambda u, v: u + v, mul(theta, const([_f32(1.0 - k) for k in keep])),
                    mul(theta_extrap, const([float(k) for k in keep])))
     if exact:  # cosf as correctly rounded as a float32 result can be
         wide = xp.astype(theta, xp.float64)
