@@ -329,6 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     p.set_defaults(func=_cmd_bench)
+
+    from .dialects import command as translate_command  # imports no framework
+
+    p = sub.add_parser("translate", help="a rope config in another ecosystem's terms "
+                                         "(transformers -> vllm, ggml, onnx; and back)")
+    translate_command.add_arguments(p)
+    p.set_defaults(func=translate_command.main_args)
     return parser
 
 

@@ -1,0 +1,163 @@
+"""transformers rope -> llama.cpp / ggml rope parameters (``ggml_rope_ext`` /
+``ggml_rope_multi``, see :func:`posenc.ggml_rope`), and back where the mapping is invertible.
+
+The correspondences (llama.cpp convert_hf_to_gguf.py and src/llama-model.cpp read for them):
+linear ``factor`` -> ``freq_scale = 1/factor``; static NTK -> ``freq_base``; YaRN ->
+``freq_scale = 1/factor``, ``ext_factor = 1``, ``n_ctx_orig``, betas, and ``attn_factor`` =
+transformers' attention factor divided by ggml's internal ``1 + 0.1 ln(1/freq_scale)``;
+Llama 3.1 and LongRoPE -> the ``rope_freqs`` tensor of per-pair divisors of theta_i.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import ParameterError
+from .transformers import RopeLayer
+
+MODES = ("normal", "neox", "mrope", "imrope", "vision")
+
+
+def _ggml_yarn_mscale(freq_scale: float) -> float:
+    return 1.0 + 0.1 * math.log(1.0 / freq_scale)
+
+
+def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = None
+            ) -> dict[str, Any]:
+    """ggml rope parameters equal to ``layer``'s rope (keys as :func:`posenc.ggml_rope` takes
+    them). ``mode``: by default ``neox`` for transformers' half layout on unpermuted weights,
+    ``normal`` for an interleaved checkpoint (DeepSeek), ``mrope``/``imrope`` with
+    ``mrope_section``; ``normal`` on a half-layout model needs the q/k weights permuted with
+    ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
+    LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
+    scaling, name = layer.scaling, layer.rope_type
+    sections = layer.mrope_section
+    default_mode = ("imrope" if scaling.get("mrope_interleaved") else "mrope") if sections \
+        else ("normal" if layer.interleaved else "neox")
+    mode = default_mode if mode is None else mode
+    if mode not in MODES:
+        raise ParameterError(f"mode={mode!r} is not one of {', '.join(map(repr, MODES))}")
+    if sections and mode in ("normal", "neox"):
+        raise ParameterError(
+            f"mrope_section={sections!r}: ggml mode {mode!r} has one position per token and "
+            "cannot hold M-RoPE sections (use mode 'mrope' or 'imrope')")
+    if mode == "vision":
+        raise ParameterError("mode='vision' restarts the frequency ladder per section, which "
+                             "no transformers text rope config describes")
+    if not sections and mode in ("mrope", "imrope"):
+        raise ParameterError(f"mode={mode!r} needs mrope_section in the config")
+    resolved = layer.resolve()
+    r = resolved.rotary_dim
+    base = float(scaling["rope_theta"])
+    out: dict[str, Any] = {
+        "n_dims": r, "mode": mode, "freq_base": base, "freq_scale": 1.0, "ext_factor": 0.0,
+        "attn_factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "n_ctx_orig": 0,
+        "sections": None, "freq_factors": None}
+    if sections:
+        if len(sections) != 3 or 2 * sum(sections) != r:
+            raise ParameterError(f"mrope_section={sections!r} must be 3 ints summing to "
+                                 f"rotary_dim / 2 = {r // 2}")
+        out["sections"] = [int(s) for s in sections] + [0]
+    original = scaling.get("original_max_position_embeddings")
+    if name == "default":
+        pass
+    elif name == "linear":
+        out["freq_scale"] = 1.0 / float(scaling["factor"])
+    elif name == "ntk":
+        out["freq_base"] = base * float(scaling["factor"]) ** (r / (r - 2))
+    elif name == "dynamic":
+        raise ParameterError(
+            "rope_type='dynamic' rescales the base by the current sequence length; ggml's rope "
+            "parameters are fixed per model (convert with a static rope_type such as 'ntk')")
+    elif name == "yarn":
+        if scaling.get("truncate", True) is False:
+            raise ParameterError(
+                "truncate=False (gpt-oss): ggml_rope_yarn_corr_dims always floors and ceils "
+                "the correction dims, so ggml cannot express an untruncated YaRN ramp")
+        freq_scale = 1.0 / resolved_factor(layer)
+        out.update(freq_scale=freq_scale, ext_factor=1.0,
+                   attn_factor=resolved.attention_factor / _ggml_yarn_mscale(freq_scale),
+                   beta_fast=float(scaling.get("beta_fast") or 32.0),
+                   beta_slow=float(scaling.get("beta_slow") or 1.0),
+                   n_ctx_orig=int(original))
+    elif name in ("llama3", "longrope"):
+        plain = layer_default(layer)
+        inv = resolved.inv_freq
+        if name == "longrope":
+            long = n_ctx is not None and n_ctx > int(original)
+            inv = resolved.long_inv_freq if long else resolved.inv_freq
+            out["attn_factor"] = resolved.attention_factor
+            out["n_ctx_orig"] = int(original)
+        out["freq_factors"] = [p / q for p, q in zip(plain, inv, strict=True)]
+    elif name == "proportional":
+        raise ParameterError(
+            "rope_type='proportional' rotates the first pairs of a frequency ladder over the "
+            "whole head; ggml's n_dims would restart the ladder over the rotated width")
+    return out
+
+
+def resolved_factor(layer: RopeLayer) -> float:
+    factor = layer.scaling.get("factor")
+    if factor is None:
+        return layer.scaling["max_position_embeddings"] / \
+            layer.scaling["original_max_position_embeddings"]
+    return float(factor)
+
+
+def layer_default(layer: RopeLayer) -> tuple[float, ...]:
+    r = layer.resolve().rotary_dim
+    base = float(layer.scaling["rope_theta"])
+    return tuple(base ** (-2.0 * i / r) for i in range(r // 2))
+
+
+def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[str, Any]:
+    """A transformers ``rope_parameters`` dict for ggml rope parameters, where one exists:
+    default, linear and YaRN (and M-RoPE sections). A ``rope_freqs`` tensor is not invertible:
+    it does not say whether Llama 3.1 or LongRoPE made it."""
+    if "freq_base" not in params:
+        raise ParameterError(f"ggml parameters lack 'freq_base' (got keys {sorted(params)})")
+    if params.get("freq_factors") is not None:
+        raise ParameterError("freq_factors (rope_freqs) is not invertible: the tensor does not "
+                             "say which schedule (llama3, longrope) produced it")
+    if params.get("mode") == "vision":
+        raise ParameterError("mode='vision' has no transformers text rope equivalent")
+    out: dict[str, Any] = {"rope_type": "default", "rope_theta": float(params["freq_base"])}
+    n_dims = params.get("n_dims")
+    if head_dim is not None and n_dims is not None and n_dims != head_dim:
+        out["partial_rotary_factor"] = n_dims / head_dim
+    freq_scale = float(params.get("freq_scale", 1.0))
+    ext = float(params.get("ext_factor", 0.0))
+    if ext not in (0.0, 1.0):
+        raise ParameterError(f"ext_factor={ext!r}: transformers' YaRN blends fully (1) or not "
+                             "at all (0)")
+    if ext == 1.0:
+        factor = 1.0 / freq_scale
+        out.update(rope_type="yarn", factor=factor,
+                   original_max_position_embeddings=int(params["n_ctx_orig"]),
+                   beta_fast=float(params.get("beta_fast", 32.0)),
+                   beta_slow=float(params.get("beta_slow", 1.0)),
+                   attention_factor=float(params.get("attn_factor", 1.0))
+                   * _ggml_yarn_mscale(freq_scale))
+    elif freq_scale != 1.0:
+        out.update(rope_type="linear", factor=1.0 / freq_scale)
+    elif float(params.get("attn_factor", 1.0)) != 1.0:
+        raise ParameterError("attn_factor != 1 without YaRN has no transformers equivalent")
+    if params.get("mode") in ("mrope", "imrope"):
+        sections = params["sections"]
+        if sections[3]:
+            raise ParameterError(f"sections={sections!r}: transformers' M-RoPE has 3 sections")
+        out["mrope_section"] = list(sections[:3])
+        if params["mode"] == "imrope":
+            out["mrope_interleaved"] = True
+    return out
+
+
+def freq_factors_summary(factors: list[float] | None) -> str:
+    """One line about a rope_freqs tensor: its length and range, and where it leaves 1."""
+    if factors is None:
+        return "rope_freqs: none"
+    changed = [i for i, f in enumerate(factors) if abs(f - 1.0) > 1e-12]
+    span = f"pairs {changed[0]}..{changed[-1]} differ from 1" if changed else "all 1"
+    return (f"rope_freqs: {len(factors)} float32 divisors of theta_i, min {min(factors):.6g}, "
+            f"max {max(factors):.6g}, first {factors[0]:.6g}, last {factors[-1]:.6g}; {span}")

@@ -1,0 +1,115 @@
+"""Reading a transformers model config (``config.json`` as a dict) into one rope description
+per layer type: ``rope_parameters`` (transformers 5, layer-keyed for Gemma 3/4), or the legacy
+``rope_scaling`` beside ``rope_theta``, with the head width and context lengths the schedules
+need. The scaling dict is validated by posenc's own schedule resolution, so unknown
+``rope_type``s and keys a schedule does not use are errors naming the key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..encodings.rope_frequencies import Schedule, schedule, schedule_type
+from ..errors import ParameterError
+
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+ALL_LAYERS = "all"
+
+
+@dataclass(frozen=True)
+class RopeLayer:
+    """The rope of one layer type, in transformers' terms.
+
+    ``scaling``: a rope_parameters dict accepted by :func:`posenc.rope_frequencies` (with
+    ``rope_theta``, and ``max_position_embeddings`` when the config has it). ``head_dim``:
+    the width whose rotary slice is rotated (DeepSeek: ``qk_rope_head_dim``).
+    ``interleaved``: the checkpoint's rotary pairing is (2i, 2i+1) (DeepSeek), not half."""
+
+    layer_type: str
+    head_dim: int
+    scaling: dict[str, Any]
+    max_position_embeddings: int | None
+    interleaved: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def rope_type(self) -> str:
+        return schedule_type(self.scaling)
+
+    @property
+    def mrope_section(self) -> list[int] | None:
+        return self.scaling.get("mrope_section")
+
+    def resolve(self, seq_len: int | None = None) -> Schedule:
+        return schedule(self.head_dim, scaling=self.scaling, seq_len=seq_len)
+
+
+def _head_dim(config: Mapping[str, Any]) -> tuple[int, bool]:
+    if config.get("qk_rope_head_dim"):  # DeepSeek MLA: rope on its own slice, interleaved
+        return int(config["qk_rope_head_dim"]), True
+    if config.get("head_dim"):
+        return int(config["head_dim"]), False
+    if config.get("hidden_size") and config.get("num_attention_heads"):
+        return int(config["hidden_size"]) // int(config["num_attention_heads"]), False
+    raise ParameterError("config has no 'head_dim' (nor 'hidden_size' and "
+                         "'num_attention_heads'): the rotary width is unknown")
+
+
+def _is_layer_keyed(rope: Mapping[str, Any]) -> bool:
+    return bool(rope) and all(isinstance(v, Mapping) for v in rope.values())
+
+
+def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
+    """``{layer_type: RopeLayer}`` of a transformers config dict (``{'all': ...}`` when every
+    layer shares one rope)."""
+    if not isinstance(config, Mapping):
+        raise ParameterError(f"config must be a dict (a transformers config.json), got "
+                             f"{type(config).__name__}")
+    if "text_config" in config and not any(k in config for k in ("rope_parameters",
+                                                                 "rope_scaling", "rope_theta")):
+        config = config["text_config"]  # a multimodal config (Gemma 3, Qwen2.5-VL)
+    head_dim, interleaved = _head_dim(config)
+    rope = config.get("rope_parameters")
+    key = "rope_parameters"
+    if rope is None:
+        rope, key = config.get("rope_scaling"), "rope_scaling"
+    rope = dict(rope or {})
+    if _is_layer_keyed(rope):
+        unknown = sorted(set(rope) - set(LAYER_TYPES))
+        if unknown:
+            raise ParameterError(f"{key} has layer type {unknown[0]!r}, not one of "
+                                 f"{', '.join(LAYER_TYPES)}")
+        used = list(dict.fromkeys(config.get("layer_types") or []))
+        for layer_type in used:
+            if layer_type not in rope:
+                raise ParameterError(
+                    f"{key} has no {layer_type!r} entry, which layer_types uses "
+                    f"(it has {', '.join(sorted(rope))})")
+        per_layer = {t: dict(rope[t]) for t in (used or rope)}
+    else:
+        per_layer = {ALL_LAYERS: rope}
+    return {t: _layer(t, d, config, head_dim, interleaved, key) for t, d in per_layer.items()}
+
+
+def _layer(layer_type: str, scaling: dict[str, Any], config: Mapping[str, Any], head_dim: int,
+           interleaved: bool, key: str) -> RopeLayer:
+    where = key if layer_type == ALL_LAYERS else f"{key}[{layer_type!r}]"
+    if "rope_theta" not in scaling:
+        if config.get("rope_theta") is None:
+            raise ParameterError(f"{where} has no 'rope_theta' and neither has the config")
+        scaling["rope_theta"] = config["rope_theta"]
+    if "partial_rotary_factor" not in scaling and config.get("partial_rotary_factor") \
+            not in (None, 1.0):
+        scaling["partial_rotary_factor"] = config["partial_rotary_factor"]
+    max_positions = config.get("max_position_embeddings")
+    if max_positions is not None and "max_position_embeddings" not in scaling:
+        scaling["max_position_embeddings"] = max_positions
+    scaling.setdefault("rope_type", scaling.pop("type", "default"))
+    if scaling["rope_type"] == "mrope":  # Qwen2-VL's legacy name: default frequencies
+        scaling["rope_type"] = "default"
+    try:
+        schedule(head_dim, scaling=scaling)
+    except ParameterError as exc:
+        raise ParameterError(f"{where}: {exc}") from None
+    return RopeLayer(layer_type, head_dim, scaling, max_positions, interleaved)

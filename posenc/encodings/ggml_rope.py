@@ -1,0 +1,243 @@
+"""llama.cpp / ggml rope: ``ggml_rope_ext`` (modes normal, neox) and ``ggml_rope_multi``
+(mrope, imrope, vision) with ggml-cpu's arithmetic.
+
+The angle of pair i is built the way ggml-cpu builds its cos/sin cache: ``theta = p`` then
+``theta *= theta_scale`` pair after pair, in float32 (``theta_scale = powf(freq_base,
+-2/n_dims)``), divided by the freq_factors tensor, then YaRN's blend ``freq_scale*theta`` vs
+``theta`` by a ramp over the correction dims, and ``cos``/``sin`` in float32 times the attention
+factor (times ``1 + 0.1 ln(1/freq_scale)`` when ``ext_factor != 0``). Everything that does not
+depend on the positions (theta_scale, the correction dims, the ramp, the factors) is computed
+on the host with float32 rounding at each step, as the C code rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np  # host-side float32 rounding of static parameters only
+
+from .. import _params, _xp
+from ..errors import ParameterError
+
+__all__ = ["ggml_rope"]
+
+MODES = ("normal", "neox", "mrope", "imrope", "vision")
+MULTI = ("mrope", "imrope", "vision")
+
+
+def _f32(x: float) -> float:
+    """x rounded to float32 (to nearest, ties to even), as a Python float: plain Python, so
+    torch.compile folds it (NumPy scalars would be traced into the graph)."""
+    x = float(x)
+    if x == 0 or not -math.inf < x < math.inf:
+        return x
+    mantissa, exponent = math.frexp(x)
+    return math.ldexp(round(mantissa * 2.0**24) / 2.0**24, exponent)
+
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ParameterError(f"{name} must be a number, got {value!r}")
+    value = float(value)  # a concrete float (pins a symbolic one under torch.compile)
+    if not -math.inf < value < math.inf:
+        raise ParameterError(f"{name}={value!r} must be finite")
+    return value
+
+
+def _sections(mode: str, sections: Any) -> tuple[int, int, int, int] | None:
+    if mode not in MULTI:
+        if sections is not None:
+            raise ParameterError(f"sections={sections!r} needs mode 'mrope', 'imrope' or "
+                                 f"'vision'; mode={mode!r} has one position per token")
+        return None
+    if (not isinstance(sections, list | tuple) or len(sections) != 4
+            or any(isinstance(s, bool) or not isinstance(s, int | np.integer) for s in sections)):
+        raise ParameterError(f"mode={mode!r} needs sections: a list of 4 ints (pairs per t, h, "
+                             f"w, e section), got {sections!r}")
+    if any(s < 0 for s in sections) or sum(sections[:3]) == 0:
+        raise ParameterError(f"sections={list(sections)!r} must be >= 0 with one of the first "
+                             "three > 0")
+    return tuple(int(s) for s in sections)  # type: ignore[return-value]
+
+
+def corr_dims(n_dims: int, n_ctx_orig: int, freq_base: float, beta_fast: float,
+              beta_slow: float) -> tuple[float, float]:
+    """ggml_rope_yarn_corr_dims: the pair indices where YaRN's ramp starts and ends, in
+    float32 (logf) and clamped to [0, n_dims - 1]."""
+    def corr_dim(n_rot: float) -> float:
+        inner = _f32(_f32(n_ctx_orig) / _f32(_f32(_f32(n_rot) * 2.0) * _f32(math.pi)))
+        return _f32(_f32(n_dims * _f32(math.log(inner)))
+                    / _f32(2.0 * _f32(math.log(_f32(freq_base)))))
+
+    return (float(max(0, math.floor(corr_dim(beta_fast)))),
+            float(min(n_dims - 1, math.ceil(corr_dim(beta_slow)))))
+
+
+def _ladders(n_pairs: int, mode: str, sections: tuple[int, ...] | None) -> list[tuple[int, int]]:
+    """For each pair, (position row, steps of theta_scale since that row's ladder started)."""
+    if sections is None:
+        return [(0, i) for i in range(n_pairs)]
+    total = sum(sections)
+    starts = (0, sections[0], sections[0] + sections[1], sections[0] + sections[1] + sections[2])
+    origin = [0, 0, 0, 0]
+    out = []
+    for i in range(n_pairs):
+        sector = i % total
+        if mode == "vision":
+            for k in range(4):
+                if sector == starts[k]:
+                    origin[k] = i
+        if mode == "imrope":
+            pick = next((k for k in (1, 2, 0) if sector % 3 == k and sector < 3 * sections[k]), 3)
+        else:
+            pick = sum(sector >= s for s in starts[1:])
+        out.append((pick, i - origin[pick]))
+    return out
+
+
+def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = "normal",
+              freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0,
+              attn_factor: float = 1.0, beta_fast: float = 32.0, beta_slow: float = 1.0,
+              n_ctx_orig: int = 0, sections: Sequence[int] | None = None,
+              freq_factors: Sequence[float] | None = None) -> Any:
+    """Rotate ``x`` ``[..., seq, dim]`` as ggml's rope does (ggml-cpu's float32 angles).
+
+    ``positions``: ``[seq]`` ints (normal, neox) or ``[4, seq]`` (t, h, w, e ids: mrope,
+    imrope, vision). ``n_dims``: rotated features (``dim`` by default; ``dim / 2`` pairs of
+    ``(i, i + n_dims)`` for vision). ``mode``: ``normal`` pairs ``(2i, 2i+1)``, the others
+    ``(i, i + n_dims/2)``. ``freq_factors``: ggml's ``rope_freqs`` tensor, dividing theta_i
+    (llama3, LongRoPE). ``ext_factor != 0`` turns YaRN on (ramp over
+    ``ggml_rope_yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)`` and the
+    extra attention factor ``1 + 0.1 ln(1/freq_scale)``).
+    """
+    xp = _xp.namespace(x=x, positions=positions)
+    _xp.check_floating(xp, "x", x)
+    _params.choice("mode", mode, MODES)
+    if x.ndim < 2:
+        raise ParameterError(f"x must be [..., seq, dim], got shape {tuple(x.shape)}")
+    seq, dim = int(x.shape[-2]), int(x.shape[-1])
+    if n_dims is None:
+        n_dims = dim // 2 if mode == "vision" else dim
+    n_dims = _params.integer("n_dims", n_dims, minimum=2)
+    if n_dims % 2 and mode != "vision":
+        raise ParameterError(f"n_dims={n_dims} is odd: rope rotates pairs of features")
+    if mode == "vision" and 2 * n_dims != dim:
+        raise ParameterError(f"mode='vision' needs n_dims = dim / 2 = {dim / 2:g}, got {n_dims}")
+    if n_dims > dim:
+        raise ParameterError(f"n_dims={n_dims} exceeds the head width dim={dim}")
+    freq_base = float(_params.positive("freq_base", freq_base))
+    freq_scale = float(_params.positive("freq_scale", freq_scale))
+    ext_factor = _number("ext_factor", ext_factor)
+    attn_factor = _number("attn_factor", attn_factor)
+    beta_fast = _number("beta_fast", beta_fast)
+    beta_slow = _number("beta_slow", beta_slow)
+    n_ctx_orig = _params.integer("n_ctx_orig", n_ctx_orig, minimum=0)
+    if ext_factor != 0 and n_ctx_orig < 1:
+        raise ParameterError(f"ext_factor={ext_factor!r} (YaRN) needs n_ctx_orig >= 1, "
+                             f"got {n_ctx_orig}")
+    secs = _sections(mode, sections)
+    n_pairs = n_dims if mode == "vision" else n_dims // 2
+    if freq_factors is not None:
+        if not isinstance(freq_factors, list | tuple | np.ndarray) or len(freq_factors) != n_pairs:
+            raise ParameterError(f"freq_factors must be a list of {n_pairs} numbers (one per "
+                                 f"rotated pair), got {freq_factors!r}")
+        factors = [_f32(_params.positive(f"freq_factors[{i}]", v))
+                   for i, v in enumerate(freq_factors)]
+    else:
+        factors = [1.0] * n_pairs
+
+    if not hasattr(positions, "dtype"):
+        positions = _xp.asarray(xp, positions, device=_xp.device_of(x))
+    _xp.check_positions_dtype(xp, positions)
+    expected = (seq,) if secs is None else (4, seq)
+    if tuple(positions.shape) != expected:
+        raise ParameterError(f"positions has shape {tuple(positions.shape)}, expected "
+                             f"{list(expected)} for mode={mode!r} and x of shape "
+                             f"{tuple(x.shape)}")
+
+    # host side, float32 as ggml-cpu: the ladder factors, the ramp, the attention factor
+    theta_scale = _f32(math.pow(_f32(freq_base), _f32(-2.0 / n_dims)))
+    ladders = _ladders(n_pairs, mode, secs)
+    mscale = _f32(attn_factor)
+    keep = [0.0] * n_pairs  # the weight of theta_extrap per pair
+    if ext_factor != 0:
+        low, high = corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
+        width = max(_f32(0.001), _f32(high - low))
+        for i in range(n_pairs):
+            y = _f32(_f32(i - low) / width)
+            keep[i] = _f32(_f32(1.0 - min(1.0, max(0.0, y))) * _f32(ext_factor))
+        log_scale = _f32(math.log(_f32(1.0 / _f32(freq_scale))))
+        mscale = _f32(mscale * _f32(1.0 + _f32(_f32(0.1) * log_scale)))
+
+    f32 = xp.float32
+    device = _xp.device_of(x)
+    compute = _xp.compute_dtype(xp, x.dtype)
+    exact = compute == xp.float64
+
+    def const(values: Any) -> Any:
+        return _xp.asarray(xp, values, dtype=f32, device=device)
+
+    def op(fn: Any, a: Any, b: Any) -> Any:
+        """One float32 operation as C does it. With float64 at hand: exact in float64, then
+        rounded once to float32 (innocuous double rounding), which no compiler may
+        reassociate or contract; XLA's jit folds a ladder of constant multiplications and
+        its vectorised float32 division and cos may be an ulp off."""
+        if not exact:
+            return fn(a, b)
+        return xp.astype(fn(xp.astype(a, xp.float64), xp.astype(b, xp.float64)), f32)
+
+    def mul(a: Any, b: Any) -> Any:
+        return op(lambda u, v: u * v, a, b)
+
+    rows = [xp.astype(positions, f32)] if secs is None else \
+        [xp.astype(positions[k, :], f32) for k in range(4)]
+    scale = const(float(theta_scale))
+    steps = max(s for _, s in ladders) + 1
+    powers = []  # powers[k][s]: row k after s multiplications by theta_scale, in float32
+    for row in rows:
+        ladder = [row]
+        for _ in range(steps - 1):
+            ladder.append(mul(ladder[-1], scale))
+        powers.append(ladder)
+    ladder = xp.stack([powers[k][s] for k, s in ladders], axis=-1)
+    theta_extrap = op(lambda u, v: u / v, ladder, const([float(f) for f in factors]))
+    theta = mul(const(_f32(freq_scale)), theta_extrap)
+    if ext_factor != 0:
+        theta = op(lambda u, v: u + v, mul(theta, const([_f32(1.0 - k) for k in keep])),
+                   mul(theta_extrap, const([float(k) for k in keep])))
+    if exact:  # cosf as correctly rounded as a float32 result can be
+        wide = xp.astype(theta, xp.float64)
+        cos, sin = xp.astype(xp.cos(wide), f32), xp.astype(xp.sin(wide), f32)
+    else:
+        cos, sin = xp.cos(theta), xp.sin(theta)
+    cos, sin = mul(cos, const(float(mscale))), mul(sin, const(float(mscale)))
+
+    cos, sin = xp.astype(cos, compute), xp.astype(sin, compute)
+    if mode == "normal":
+        a = [2 * i for i in range(n_pairs)]
+        b = [2 * i + 1 for i in range(n_pairs)]
+    else:
+        offset = n_dims if mode == "vision" else n_dims // 2
+        a = list(range(n_pairs))
+        b = [i + offset for i in range(n_pairs)]
+    rest = [j for j in range(dim) if j not in set(a) | set(b)]
+    axis = x.ndim - 1
+
+    def take(index: list[int]) -> Any:
+        return xp.astype(xp.take(x, _xp.asarray(xp, index, dtype=xp.int64, device=device),
+                                 axis=axis), compute)
+
+    xa, xb = take(a), take(b)
+    parts = [xa * cos - xb * sin, xa * sin + xb * cos]
+    if rest:
+        parts.append(take(rest))
+    order = a + b + rest
+    inverse = [0] * dim
+    for k, j in enumerate(order):
+        inverse[j] = k
+    joined = xp.concat(parts, axis=axis)
+    out = xp.take(joined, _xp.asarray(xp, inverse, dtype=xp.int64, device=device), axis=axis)
+    return xp.astype(out, x.dtype)
