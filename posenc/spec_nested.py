@@ -14,9 +14,25 @@ from typing import Any
 from .encodings.rope_frequencies import check_scaling
 from .errors import ParameterError, SpecError
 
+
+def _check_vllm_rope_parameters(value: Mapping[str, Any]) -> None:
+    """vLLM's get_rope dict, by the implementation itself at a head size that fits it (LongRoPE's
+    factor lists fix the rotary width; nothing else it checks depends on the head size)."""
+    from .encodings.vllm_rope_frequencies import vllm_rope_frequencies
+
+    head_size = 128
+    factors = value.get("short_factor")
+    if isinstance(factors, Sequence) and factors:
+        partial = value.get("partial_rotary_factor", 1.0)
+        partial = partial if isinstance(partial, int | float) and partial > 0 else 1.0
+        head_size = max(2, round(2 * len(factors) / partial))
+    vllm_rope_frequencies(head_size, max_position=8192, rope_parameters=value)
+
+
 # parameter name -> the implementations' own check of that mapping (raises ParameterError)
 CHECKERS: dict[str, Callable[[Any], None]] = {
     "scaling": check_scaling,  # rope, rope_frequencies, mrope: transformers rope_scaling dicts
+    "rope_parameters": _check_vllm_rope_parameters,  # vllm_rope_frequencies
 }
 
 
