@@ -190,14 +190,14 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
     rotated by rounded positions)."""
     import torch
 
-    from posenc import _xp
+    from posenc import arrays
 
     # eager kernel calls check the positions' range in the kernel (a device flag, then one
     # device-side assert): no host read, two ops besides the launch
     kernel_checks = (_range_in_kernel
                      and getattr(x, "dtype", None) in (torch.float32, torch.bfloat16, torch.float16)
                      and getattr(getattr(x, "device", None), "type", None) in _kernel_devices()
-                     and positions is not None and not _xp.is_traced(positions)
+                     and positions is not None and not arrays.is_traced(positions)
                      and isinstance(positions, torch.Tensor))
     _, device, positions, sched = prepare(x, positions, base=base, layout=layout,
                                           rotary_dim=rotary_dim, scaling=scaling,
@@ -281,14 +281,14 @@ class _Launch:
             return
         import torch
 
-        from posenc import _xp
+        from posenc import arrays
 
         try:
             torch._assert_async(ok, "positions outside float32's exact integers (|p| <= 2**24)")
         except RuntimeError:
             positions = self.args[0]
-            _xp.check_position_range(_xp.namespace(positions=positions), positions,
-                                     compute=torch.float32)
+            arrays.check_position_range(arrays.namespace(positions=positions), positions,
+                                        compute=torch.float32)
             raise
 
 

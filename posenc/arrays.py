@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from ._xp import (
     asarray,
+    check_position_range,
     device_of,
     dtype_name,
+    is_traced,
     library_of,
     namespace,
     namespace_of_dtype,
     output_dtype,
 )
 
-__all__ = ["asarray", "device_of", "dtype_name", "library_of", "namespace", "namespace_of_dtype",
-           "output_dtype"]
+__all__ = ["asarray", "check_position_range", "device_of", "dtype_name", "is_traced",
+           "library_of", "namespace", "namespace_of_dtype", "output_dtype"]
