@@ -100,6 +100,29 @@ def _cohere2_rope_everywhere(ref: Reference, inputs: Arrays, params: dict[str, A
     return out
 
 
+# -- MLA ---------------------------------------------------------------------------------------
+def _mla_leading_slice(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    """q's first r features rotated: move them last, rotate, move them back."""
+    q = np.asarray(inputs["q"])
+    r = np.asarray(inputs["k_rot"]).shape[-1]
+    moved = np.concatenate([q[..., r:], q[..., :r]], axis=-1)
+    q_out, k_out, scale = _call(ref, {**inputs, "q": moved}, params)
+    nope = q.shape[-1] - r
+    return np.concatenate([q_out[..., nope:], q_out[..., :nope]], axis=-1), k_out, scale
+
+
+def _mla_scale(power: int) -> Any:
+    def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+        q_out, k_out, _ = _call(ref, inputs, params)
+        scale = np.asarray(inputs["q"]).shape[-1] ** -0.5
+        scaling = params.get("scaling") or {}
+        factor, m = scaling.get("factor") or 1.0, scaling.get("mscale_all_dim") or 0.0
+        if power and m and factor > 1:
+            scale *= (0.1 * m * np.log(factor) + 1.0) ** power
+        return q_out, k_out, scale
+    return apply
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
@@ -124,4 +147,11 @@ TRANSFORMS: dict[str, Transform] = {
     "cohere2_rope_on_every_layer": Transform(
         "rope on the global layers too", _cohere2_rope_everywhere, params=("config",),
         modules=("layer_schedule",)),
+    "mla_rope_on_leading_slice": Transform(
+        "rope on q's first qk_rope_head_dim features", _mla_leading_slice,
+        inputs=("q", "k_rot"), modules=("mla_rope",)),
+    "mla_mscale_once": Transform("softmax scale × mscale (not squared)", _mla_scale(1),
+                                 inputs=("q",), params=("scaling",), modules=("mla_rope",)),
+    "mla_mscale_missing": Transform("softmax scale qk_head_dim^-0.5", _mla_scale(0),
+                                    inputs=("q",), params=("scaling",), modules=("mla_rope",)),
 }
