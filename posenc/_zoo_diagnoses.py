@@ -123,6 +123,36 @@ def _mla_scale(power: int) -> Any:
     return apply
 
 
+# -- 2-D vision rope ---------------------------------------------------------------------------
+def _grid(inputs: Arrays, params: dict[str, Any]) -> np.ndarray:
+    """positions as [seq, 2] (row, column); flat ids split by params['max_width']."""
+    positions = np.asarray(inputs["positions"])
+    if positions.ndim == 1:
+        width = params["max_width"]
+        return np.stack([positions // width, positions % width], axis=1)
+    return positions
+
+
+def _pixtral_as_axial(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    from .reference.axial_rope import axial_rope
+
+    x = np.asarray(inputs["x"])
+    half = x.shape[-1] // 2
+    return axial_rope(x, _grid(inputs, params), axes_dims=[half, half], base=params["base"],
+                      layout="half")
+
+
+def _axes_swapped(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    grid = _grid(inputs, params)
+    swapped = np.where(grid < 0, grid, grid[:, ::-1])  # a CLS marker stays one
+    return _call(ref, {**inputs, "positions": swapped}, params)
+
+
+def _cls_at_origin(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    return _call(ref, {**inputs, "positions": np.maximum(np.asarray(inputs["positions"]), 0)},
+                 params)
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
@@ -154,4 +184,10 @@ TRANSFORMS: dict[str, Transform] = {
                                  inputs=("q",), params=("scaling",), modules=("mla_rope",)),
     "mla_mscale_missing": Transform("softmax scale qk_head_dim^-0.5", _mla_scale(0),
                                     inputs=("q",), params=("scaling",), modules=("mla_rope",)),
+    "pixtral_as_axial": Transform("axial_rope with axes_dims [d/2, d/2]", _pixtral_as_axial,
+                                  inputs=("x", "positions"), modules=("pixtral_rope",)),
+    "grid_axes_swapped": Transform("(column, row) coordinates", _axes_swapped,
+                                   inputs=("positions",)),
+    "cls_at_origin": Transform("the CLS token at grid (0, 0)", _cls_at_origin,
+                               inputs=("positions",), modules=("llama4_vision_rope",)),
 }
