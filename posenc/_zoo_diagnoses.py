@@ -153,6 +153,20 @@ def _cls_at_origin(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> An
                  params)
 
 
+def _gemma4_last_as_pattern(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    out = np.array(_call(ref, inputs, params))
+    text, _ = _text(params["config"])
+    if text.get("model_type", "gemma4_text") != "gemma4_text":
+        return out
+    n = text["num_hidden_layers"]
+    types = text.get("layer_types") or [
+        "sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+    sliding = np.flatnonzero(out[:-1, 1] == 1)
+    if types[-1] == "sliding_attention" and sliding.size:
+        out[-1] = out[sliding[0]]
+    return out
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
@@ -173,6 +187,9 @@ TRANSFORMS: dict[str, Transform] = {
         modules=("layer_schedule",)),
     "sliding_pattern_off_by_one": Transform(
         "layer i full when i mod P = 0", _with_config(_pattern_off_by_one), params=("config",),
+        modules=("layer_schedule",)),
+    "gemma4_last_layer_as_pattern": Transform(
+        "the last layer as the pattern says", _gemma4_last_as_pattern, params=("config",),
         modules=("layer_schedule",)),
     "cohere2_rope_on_every_layer": Transform(
         "rope on the global layers too", _cohere2_rope_everywhere, params=("config",),

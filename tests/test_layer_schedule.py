@@ -91,6 +91,8 @@ def test_parameters_per_layer() -> None:
 
 _CLASSES = {  # model_type: (module, config class, attention class, rotary class)
     "gemma3_text": ("gemma3", "Gemma3TextConfig", "Gemma3Attention", "Gemma3RotaryEmbedding"),
+    "gemma4_text": ("gemma4", "Gemma4TextConfig", "Gemma4TextAttention",
+                    "Gemma4TextRotaryEmbedding"),
     "cohere2": ("cohere2", "Cohere2Config", "Cohere2Attention", "Cohere2RotaryEmbedding"),
     "smollm3": ("smollm3", "SmolLM3Config", "SmolLM3Attention", "SmolLM3RotaryEmbedding"),
     "llama4_text": ("llama4", "Llama4TextConfig", "Llama4TextAttention",
@@ -113,13 +115,15 @@ def _transformers_layers(config: dict):
     kwargs = {k: v for k, v in config.items() if k not in ("model_type", "head_dim")}
     if module == "llama4":
         kwargs["intermediate_size_mlp"] = 32
+    if module == "gemma4":  # full layers have their own head_dim (512 by default)
+        kwargs["global_head_dim"] = _TINY["head_dim"]
     cfg = getattr(configuration, config_cls)(**{**kwargs, **_TINY})
     rotary = getattr(modeling, rotary_cls)(cfg)
     rows = []
     for i in range(cfg.num_hidden_layers):
         attention = getattr(modeling, attention_cls)(cfg, i)
         layer_type = cfg.layer_types[i]
-        if module == "gemma3":  # Gemma3Attention always applies apply_rotary_pos_emb
+        if module in ("gemma3", "gemma4"):  # their attention always applies the rotation
             has_rope, rope = True, cfg.rope_parameters[layer_type]
             inv_freq = getattr(rotary, f"{layer_type}_inv_freq")
         else:

@@ -1,5 +1,5 @@
 """Layer schedules: which layers of a model get which rope, from a transformers config dict
-(Gemma 3, Cohere2, SmolLM3, Llama 4), as transformers 5.x's config classes and modeling code
+(Gemma 3, Gemma 4, Cohere2, SmolLM3, Llama 4), as transformers 5.x's config classes and modeling code
 read it. ``layer_rope_parameters`` gives the per-layer rope dicts (None for a NoPE layer);
 ``layer_schedule`` encodes them as one array for the conformance harness."""
 
@@ -45,14 +45,14 @@ def _text_config(config: Any) -> Mapping[str, Any]:
         raise ParameterError(f"config={config!r} must be a dict (a transformers config's "
                              "to_dict())")
     model = _required(config, "model_type", "layer")
-    if model in ("gemma3", "llama4") and "text_config" in config:
+    if model in ("gemma3", "gemma4", "llama4") and "text_config" in config:
         text = config["text_config"]
         if not isinstance(text, Mapping):
             raise ParameterError(f"config['text_config']={text!r} must be a dict")
         return {"model_type": f"{model}_text", **text}
     if model not in _RULES:
         raise ParameterError(f"config['model_type']={model!r} has no layer schedule (known: "
-                             f"{', '.join(sorted(_RULES))}; gemma3 and llama4 with text_config)")
+                             f"{', '.join(sorted(_RULES))}; gemma3, gemma4 and llama4 with text_config)")
     return config
 
 
@@ -122,6 +122,32 @@ def _gemma3(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | No
             for t in types]
 
 
+_GEMMA4_ROPE = {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                       "rope_theta": 1000000.0},
+}
+
+
+def _gemma4(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
+    """Every layer has rope: sliding ones default at 1e4, full ones proportional with
+    partial_rotary_factor 0.25 at 1e6 (Gemma4TextConfig's defaults); the last layer is forced
+    full, even when layer_types say otherwise."""
+    types = _layer_types(config, n) or [
+        "sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+    types[-1] = "full_attention"
+    nested = config.get("rope_parameters") or _GEMMA4_ROPE
+    if not isinstance(nested, Mapping):
+        raise ParameterError(f"config['rope_parameters']={nested!r} must be a dict")
+    by_type = {}
+    for t in set(types):
+        if t not in nested:
+            raise ParameterError(f"config['rope_parameters']={dict(nested)!r} has no {t!r}: "
+                                 "Gemma 4 nests them by layer type")
+        by_type[t] = _rope_dict(f"rope_parameters.{t}", nested[t], 10000.0)
+    return [(by_type[t], t == "sliding_attention") for t in types]
+
+
 def _cohere2(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
     """Rope on the sliding layers only (Cohere2Attention rotates when sliding_window is set)."""
     types = _pattern_types(config, n, default=4)
@@ -171,7 +197,7 @@ def _llama4(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | No
                                                                         strict=True)]
 
 
-_RULES = {"gemma3_text": _gemma3, "cohere2": _cohere2, "smollm3": _smollm3,
+_RULES = {"gemma3_text": _gemma3, "gemma4_text": _gemma4, "cohere2": _cohere2, "smollm3": _smollm3,
           "llama4_text": _llama4}
 
 
@@ -192,10 +218,12 @@ def layer_rope_parameters(config: Mapping[str, Any],
     ``rope_theta``, for :func:`posenc.rope` ``scaling=``) or None for a NoPE layer.
 
     ``config``: a transformers config as a dict (``config.to_dict()`` or ``config.json``) with
-    ``model_type`` ``gemma3_text`` / ``gemma3`` (with ``text_config``), ``cohere2``,
+    ``model_type`` ``gemma3_text`` / ``gemma3``, ``gemma4_text`` / ``gemma4`` (with
+    ``text_config``), ``cohere2``,
     ``smollm3``, ``llama4_text`` / ``llama4``. ``layer``: one layer's parameters instead of
     the list. Gemma 3: every layer, sliding ones at ``rope_local_base_freq`` unscaled, full
-    ones at ``rope_theta`` with ``rope_scaling``; Cohere2: sliding layers only; SmolLM3 and
+    ones at ``rope_theta`` with ``rope_scaling``; Gemma 4: sliding default at 1e4, full
+    proportional (partial 0.25) at 1e6, the last layer full; Cohere2: sliding layers only; SmolLM3 and
     Llama 4: the layers whose ``no_rope_layers`` flag is 1 (1 means the layer HAS rope)."""
     layers = [rope for rope, _ in _layers(config)]
     if layer is None:

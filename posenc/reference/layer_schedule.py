@@ -12,7 +12,7 @@ DEFAULT_THETA = {"cohere2": 10000.0, "smollm3": 2000000.0, "llama4_text": 500000
 
 
 def _text(config):
-    if config["model_type"] in ("gemma3", "llama4") and "text_config" in config:
+    if config["model_type"] in ("gemma3", "gemma4", "llama4") and "text_config" in config:
         text = dict(config["text_config"])
         text.setdefault("model_type", config["model_type"] + "_text")
         return text
@@ -39,6 +39,17 @@ def _gemma3(config, n):
     sliding.setdefault("rope_theta", config.get("rope_local_base_freq", 10000.0))
     by_type = {"full_attention": full, "sliding_attention": sliding}
     return [(by_type[t], t == "sliding_attention") for t in types]
+
+
+def _gemma4(config, n):
+    types = list(config.get("layer_types") or [
+        "sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)])
+    types[-1] = "full_attention"  # Gemma4TextConfig forces the last layer global
+    nested = config.get("rope_parameters") or {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                           "rope_theta": 1000000.0}}
+    return [(nested[t], t == "sliding_attention") for t in types]
 
 
 def _cohere2(config, n):
@@ -80,7 +91,7 @@ def _llama4(config, n):
     return [(rope if flags[i] else None, types[i] != "full_attention") for i in range(n)]
 
 
-RULES = {"gemma3_text": _gemma3, "cohere2": _cohere2, "smollm3": _smollm3,
+RULES = {"gemma3_text": _gemma3, "gemma4_text": _gemma4, "cohere2": _cohere2, "smollm3": _smollm3,
          "llama4_text": _llama4}
 
 
