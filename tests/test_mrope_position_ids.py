@@ -33,6 +33,12 @@ GRID = np.array([[1, 4, 4]])
         ((TYPES, GRID), {"spatial_merge_size": 0}, r"spatial_merge_size=0 must be a positive"),
         ((TYPES, GRID), {"advance": "max"}, r"advance='max' is not one of"),
         ((TYPES, GRID), {"tokens_per_second": -1}, r"tokens_per_second=-1 must be a positive"),
+        ((TYPES, GRID), {"split_video_frames": 1}, r"split_video_frames=1 must be True or"),
+        ((TYPES, GRID), {"split_video_frames": True, "tokens_per_second": 2},
+         r"tokens_per_second=2 with split_video_frames"),
+        ((np.array([[0, 2, 2, 2, 2, 2, 2, 2, 2, 0]]), None, np.array([[2, 4, 4]])),
+         {"split_video_frames": True},
+         r"video_grid_thw\[0\]=\[1, 4, 4\] gives t·\(h/2\)·\(w/2\) = 4 tokens but its group"),
         ((TYPES, GRID, None, None, np.ones((1, 5), np.int64)), {},
          r"attention_mask has shape \(1, 5\) but token_types has shape \(1, 6\)"),
     ],
@@ -61,8 +67,11 @@ def _transformers(case, params):
     pytest.importorskip("transformers")
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
     model = Qwen2VLModel if params["tokens_per_second"] is None else Qwen2_5_VLModel
+    if params["split_video_frames"]:
+        model = Qwen3VLModel
     vision = pytypes.SimpleNamespace(spatial_merge_size=params["spatial_merge_size"],
                                      tokens_per_second=params["tokens_per_second"])
     stub = pytypes.SimpleNamespace(config=pytypes.SimpleNamespace(vision_config=vision))

@@ -59,22 +59,29 @@ def _check_grids(types: np.ndarray, mask: np.ndarray | None, grids: dict[int, An
                                  f"{used[kind]} {'image' if kind == 1 else 'video'} groups")
 
 
-def _grid_columns(xp: Any, grid: Any, ordinal: Any, merge: int) -> tuple[Any, Any, Any]:
-    """(t, h / merge, w / merge) of each token's group (ordinal clipped into the table)."""
+def _grid_columns(xp: Any, grid: Any, ordinal: Any, merge: int,
+                  split: bool = False) -> tuple[Any, Any, Any]:
+    """(t, h / merge, w / merge) of each token's group (ordinal clipped into the table);
+    ``split``: group k is frame k of the videos in order (Qwen3-VL), each of t = 1."""
     if grid is None:
         zero = xp.zeros_like(ordinal)
         return zero + 1, zero + 1, zero + 1
     n = int(grid.shape[0])
+    grid = xp.astype(grid, ordinal.dtype)
+    if split:  # the video that frame `ordinal` belongs to
+        frames = xp.cumulative_sum(grid[:, 0])
+        ordinal = xp.astype(xp.searchsorted(frames, ordinal, side="right"), ordinal.dtype)
     index = xp.clip(ordinal, 0, max(n - 1, 0))
-    rows = xp.take(xp.astype(grid, ordinal.dtype), index, axis=0)
-    return rows[..., 0], xp.floor_divide(rows[..., 1], merge), xp.floor_divide(rows[..., 2], merge)
+    rows = xp.take(grid, index, axis=0)
+    t = xp.ones_like(rows[..., 0]) if split else rows[..., 0]
+    return t, xp.floor_divide(rows[..., 1], merge), xp.floor_divide(rows[..., 2], merge)
 
 
 def mrope_position_ids(
     token_types: Any, image_grid_thw: Any = None, video_grid_thw: Any = None,
     second_per_grid_ts: Any = None, attention_mask: Any = None, *,
     spatial_merge_size: int = 2, tokens_per_second: float | None = None,
-    advance: str = "max_id",
+    advance: str = "max_id", split_video_frames: bool = False,
 ) -> tuple[Any, Any]:
     """``(position_ids [3, batch, seq], rope_deltas [batch, 1])`` of an M-RoPE model.
 
@@ -87,6 +94,8 @@ def mrope_position_ids(
     ``tokens_per_second · second_per_grid_ts[video]`` in float32 (Qwen2.5-VL videos). The
     next group starts at the largest id + 1 (``advance="max_id"``: Qwen2-VL's code,
     transformers 4.x, vLLM) or at ``p + max(h, w)/m`` (``"max_hw"``: transformers 5.x).
+    ``split_video_frames`` (Qwen3-VL): each video row ``(t, h, w)`` stands for t groups of
+    one frame ``(1, h, w)``, separated in the sequence by their timestamp text.
     ``attention_mask`` ``[batch, seq]``: padding is skipped and gets id 0.
     ``rope_deltas = max id + 1 - tokens``: decoding step ``s`` uses ``s + rope_deltas``."""
     xp = _xp.namespace(token_types=token_types, image_grid_thw=image_grid_thw,
@@ -105,6 +114,11 @@ def mrope_position_ids(
     if tokens_per_second is not None and (isinstance(tokens_per_second, bool) or not isinstance(
             tokens_per_second, int | float) or tokens_per_second <= 0):
         raise ParameterError(f"tokens_per_second={tokens_per_second!r} must be a positive number")
+    if not isinstance(split_video_frames, bool):
+        raise ParameterError(f"split_video_frames={split_video_frames!r} must be True or False")
+    if split_video_frames and tokens_per_second is not None:
+        raise ParameterError(f"tokens_per_second={tokens_per_second!r} with split_video_frames: "
+                             "Qwen3-VL's frames carry their time as timestamp text, not ids")
     if token_types.ndim != 2:
         raise ParameterError(f"token_types must be [batch, seq], got shape "
                              f"{tuple(token_types.shape)}")
@@ -122,7 +136,12 @@ def mrope_position_ids(
             bad = host_types[~np.isin(host_types, (0, 1, 2))][0]
             raise ParameterError(f"token_types contains {int(bad)}: 0 text, 1 image, 2 video")
         mask = None if attention_mask is None else _host(attention_mask)
-        _check_grids(host_types, mask, {1: image_grid_thw, 2: video_grid_thw}, merge)
+        videos = video_grid_thw
+        if split_video_frames and video_grid_thw is not None:
+            rows = _host(video_grid_thw)
+            videos = None if rows is None else np.array(
+                [[1, h, w] for t, h, w in rows.tolist() for _ in range(t)]).reshape(-1, 3)
+        _check_grids(host_types, mask, {1: image_grid_thw, 2: videos}, merge)
 
     index = token_types.dtype
     device = _xp.device_of(token_types)
@@ -154,7 +173,8 @@ def mrope_position_ids(
     ordinals = {k: xp.take(xp.cumulative_sum(start * xp.astype(types == k, index)), first) - 1
                 for k in (1, 2)}
     t_i, h_i, w_i = _grid_columns(xp, image_grid_thw, ordinals[1], merge)
-    t_v, h_v, w_v = _grid_columns(xp, video_grid_thw, ordinals[2], merge)
+    t_v, h_v, w_v = _grid_columns(xp, video_grid_thw, ordinals[2], merge,
+                                  split=bool(split_video_frames))
     is_video = kind == 2
     t = xp.where(is_video, t_v, t_i)
     h = xp.where(is_video, h_v, h_i)

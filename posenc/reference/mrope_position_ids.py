@@ -23,8 +23,12 @@ def _vision_ids(start, grid, merge, interval):
 
 
 def mrope_position_ids(token_types, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                       attention_mask, *, spatial_merge_size, tokens_per_second, advance):
+                       attention_mask, *, spatial_merge_size, tokens_per_second, advance,
+                       split_video_frames):
     token_types = np.asarray(token_types)
+    if split_video_frames and video_grid_thw is not None:  # Qwen3-VL: one group per frame
+        video_grid_thw = [[1, h, w] for t, h, w in np.asarray(video_grid_thw).tolist()
+                          for _ in range(t)]
     batch, seq = token_types.shape
     grids = {1: iter(np.asarray(image_grid_thw).tolist() if image_grid_thw is not None else []),
              2: iter(np.asarray(video_grid_thw).tolist() if video_grid_thw is not None else [])}
