@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import _params, _xp
+from .._host_cache import compiling
 from ..errors import ParameterError
 
 __all__ = ["mrope_position_ids"]
@@ -20,6 +21,8 @@ ADVANCES = ("max_id", "max_hw")
 
 def _host(value: Any) -> np.ndarray | None:
     """The values of a concrete array (None under tracing, where no check can read them)."""
+    if compiling():  # torch.compile would trace the NumPy calls into the graph
+        return None
     try:
         return np.asarray(value)
     except Exception:
@@ -59,6 +62,12 @@ def _check_grids(types: np.ndarray, mask: np.ndarray | None, grids: dict[int, An
                                  f"{used[kind]} {'image' if kind == 1 else 'video'} groups")
 
 
+def _clip(xp: Any, a: Any, high: int) -> Any:
+    """``a`` clipped into ``[0, high]`` (array bounds: array-api-compat's clip with Python
+    scalars breaks torch.compile's graph)."""
+    return xp.maximum(xp.minimum(a, xp.full_like(a, high)), xp.zeros_like(a))
+
+
 def _grid_columns(xp: Any, grid: Any, ordinal: Any, merge: int,
                   split: bool = False) -> tuple[Any, Any, Any]:
     """(t, h / merge, w / merge) of each token's group (ordinal clipped into the table);
@@ -71,7 +80,7 @@ def _grid_columns(xp: Any, grid: Any, ordinal: Any, merge: int,
     if split:  # the video that frame `ordinal` belongs to
         frames = xp.cumulative_sum(grid[:, 0])
         ordinal = xp.astype(xp.searchsorted(frames, ordinal, side="right"), ordinal.dtype)
-    index = xp.clip(ordinal, 0, max(n - 1, 0))
+    index = _clip(xp, ordinal, max(n - 1, 0))
     rows = xp.take(grid, index, axis=0)
     t = xp.ones_like(rows[..., 0]) if split else rows[..., 0]
     return t, xp.floor_divide(rows[..., 1], merge), xp.floor_divide(rows[..., 2], merge)
@@ -161,7 +170,7 @@ def mrope_position_ids(
     # the previous valid token: the first whose running count reaches this one's count - 1
     valid_positions = xp.cumulative_sum(valid) - valid  # valid tokens before each (global)
     previous = xp.searchsorted(count, valid_positions, side="left")  # the index of that token
-    previous = xp.clip(previous, 0, batch * seq - 1)
+    previous = _clip(xp, previous, batch * seq - 1)
     prev_type = xp.where(in_row == 1, xp.full_like(types, -1), xp.take(types, previous))
     start = xp.astype((valid != 0) & (types != prev_type), index)
 
@@ -186,7 +195,7 @@ def mrope_position_ids(
         seconds = (_xp.asarray(xp, [1.0] * int(video_grid_thw.shape[0]), dtype=f32,
                                device=device)
                    if second_per_grid_ts is None else xp.astype(second_per_grid_ts, f32))
-        per_video = xp.take(seconds, xp.clip(ordinals[2], 0, int(seconds.shape[0]) - 1))
+        per_video = xp.take(seconds, _clip(xp, ordinals[2], int(seconds.shape[0]) - 1))
         interval = xp.where(is_video, per_video * float(tokens_per_second), interval)
 
     def temporal(i: Any) -> Any:
