@@ -76,8 +76,11 @@ def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: A
         for i in wrt:
             tape.watch(arrays[i])
         out = fn(*arrays)
-        if isinstance(out, tuple | list):
-            out = tf.stack(list(out))
+        if isinstance(out, tuple | list):  # as golden.output_array
+            parts = [tf.convert_to_tensor(p, dtype=tf.float64) if isinstance(p, int | float)
+                     else p for p in out]
+            out = (tf.stack(parts) if len({tuple(p.shape) for p in parts}) == 1
+                   else tf.concat([tf.reshape(p, [-1]) for p in parts], 0))
     grads = tape.gradient(out, [arrays[i] for i in wrt], output_gradients=cotangent)
     # a gather's gradient comes back as IndexedSlices: densify
     return [tf.zeros_like(arrays[i]) if g is None else tf.convert_to_tensor(g)

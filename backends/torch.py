@@ -95,8 +95,11 @@ def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: A
     leaves = [a.detach().clone().requires_grad_(True) if i in wrt else a
               for i, a in enumerate(arrays)]
     out = fn(*leaves)
-    if isinstance(out, tuple | list):
-        out = torch.stack(list(out))
+    if isinstance(out, tuple | list):  # as golden.output_array: same shapes stacked, else flat
+        parts = [torch.as_tensor(p, dtype=torch.float64) if isinstance(p, int | float) else p
+                 for p in out]
+        out = (torch.stack(parts) if len({p.shape for p in parts}) == 1
+               else torch.cat([p.reshape(-1) for p in parts]))
     if not out.requires_grad:  # computed outside autograd: every gradient is zero
         return [torch.zeros_like(leaves[i]) for i in wrt]
     grads = torch.autograd.grad(out, [leaves[i] for i in wrt], grad_outputs=cotangent,

@@ -326,3 +326,8 @@ def evaluate(diagnosis: Diagnosis, reference: Reference, inputs: Arrays,
     if diagnosis.transform is None:
         return _call(reference, inputs, merged)
     return TRANSFORMS[diagnosis.transform].apply(reference, dict(inputs), merged)
+
+
+from ._zoo_diagnoses import TRANSFORMS as _ZOO_TRANSFORMS  # noqa: E402  (needs Transform above)
+
+TRANSFORMS.update(_ZOO_TRANSFORMS)

@@ -29,8 +29,16 @@ def _check_vllm_rope_parameters(value: Mapping[str, Any]) -> None:
     vllm_rope_frequencies(head_size, max_position=8192, rope_parameters=value)
 
 
+def _check_layer_config(value: Mapping[str, Any]) -> None:
+    """A transformers config dict for layer_schedule, by the implementation itself."""
+    from .encodings.layer_schedule import layer_rope_parameters
+
+    layer_rope_parameters(value)
+
+
 # parameter name -> the implementations' own check of that mapping (raises ParameterError)
 CHECKERS: dict[str, Callable[[Any], None]] = {
+    "config": _check_layer_config,  # layer_schedule: a model's transformers config
     "scaling": check_scaling,  # rope, rope_frequencies, mrope: transformers rope_scaling dicts
     "rope_parameters": _check_vllm_rope_parameters,  # vllm_rope_frequencies
 }

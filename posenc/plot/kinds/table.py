@@ -18,6 +18,8 @@ def figure(decl: PlotDeclaration) -> Figure:
     panels: list[Panel] = []
     for series in decl.series:
         for component, values in components(output(decl, series), options.get("components")):
+            if values.ndim == 0:
+                continue  # a scalar beside the arrays (MLA's softmax scale): nothing to draw
             table = two_dims(values, options.get("index"), decl)
             name = " · ".join(part for part in (series.label, component) if part)
             if options.get("style", "heatmap") == "heatmap":

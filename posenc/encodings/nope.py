@@ -1,0 +1,23 @@
+"""NoPE: no positional encoding, the identity on queries and keys (a drop-in for a rotary
+layer that takes positions and ignores them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _xp
+from ..errors import ParameterError
+
+__all__ = ["nope"]
+
+
+def nope(x: Any, positions: Any = None) -> Any:
+    """Return ``x`` (``[..., seq, dim]``) unchanged; ``positions`` are accepted and ignored.
+
+    Without a causal mask, attention over NoPE queries and keys is permutation-equivariant;
+    with one, order is still visible through the mask."""
+    xp = _xp.namespace(x=x, positions=positions)
+    if x.ndim < 2:
+        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
+    _xp.check_floating(xp, "x", x)
+    return x

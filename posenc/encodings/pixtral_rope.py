@@ -1,0 +1,61 @@
+"""Pixtral's 2-D rope: one frequency ladder over the head, even rungs to the row and odd rungs
+to the column, paired as rotate_half over the whole head."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from .. import _params, _xp
+from ..errors import ParameterError
+from . import _rotary, _vision
+
+__all__ = ["pixtral_rope"]
+
+
+def pixtral_frequencies(dim: int, base: float) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """``inv_freq`` (``[θ_0, θ_2, ..., θ_1, θ_3, ...]``, θ_k = base^(-2k/dim)) and the axis
+    (0 = row, 1 = column) of each."""
+    ladder = [base ** (-2.0 * k / dim) for k in range(dim // 2)]
+    return tuple(ladder[0::2] + ladder[1::2]), (0,) * (dim // 4) + (1,) * (dim // 4)
+
+
+def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
+                 max_width: int | None = None) -> Any:
+    """Rotate ``x`` (``[..., seq, dim]``, dim a multiple of 4) by patch coordinates.
+
+    ``positions``: ``[seq, 2]`` (row, column), or flat ids ``row·max_width + column``
+    (``[seq]``, transformers < 5 and mistral-inference) with ``max_width`` the model's
+    ``max_patches_per_side`` (image_size // patch_size), not the image's own width. The
+    ladder θ_k = base^(-2k/dim), k < dim/2: rows take θ_0, θ_2, ..., columns θ_1, θ_3, ...;
+    feature j pairs with j + dim/2 (rotate_half), the row's frequencies first. Unlike
+    :func:`axial_rope` with two halves, the column frequencies are base^(-(4i+2)/dim)."""
+    xp = _xp.namespace(x=x, positions=positions)
+    base = _params.base(base)
+    device, positions = _rotary.array_inputs(xp, x, positions)
+    seq, dim = _vision.check_x(x, "pixtral_rope")
+    if positions is not None and positions.ndim == 1:
+        if max_width is None:
+            raise ParameterError("positions are flat ids [seq]: pass max_width (the model's "
+                                 "max_patches_per_side) to split them into (row, column)")
+        if isinstance(max_width, bool):
+            raise ParameterError(f"max_width={max_width!r} must be a positive int")
+        try:
+            width = operator.index(max_width)
+        except TypeError:
+            raise ParameterError(f"max_width={max_width!r} must be a positive int") from None
+        if width < 1:
+            raise ParameterError(f"max_width={max_width!r} must be a positive int")
+        if int(positions.shape[0]) != seq:
+            raise ParameterError(f"positions has shape {tuple(positions.shape)} but x has {seq} "
+                                 "tokens")
+        _vision.check_integral(xp, positions)
+        positions = xp.stack([xp.floor_divide(positions, width), xp.remainder(positions, width)],
+                             axis=1)
+    else:
+        _vision.check_grid(xp, positions, seq)
+    compute = _xp.compute_dtype(xp, x.dtype)
+    _xp.assert_position_range(xp, positions, compute=compute)
+    inv_freq, axis = pixtral_frequencies(dim, base)
+    return _vision.rotate_by_coordinates(xp, x, xp.astype(positions, compute), inv_freq, axis,
+                                         "half", device)

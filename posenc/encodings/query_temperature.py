@@ -1,0 +1,75 @@
+"""Position-dependent query temperature: Llama 4's NoPE layers (over cache positions + 1) and
+Ministral 3's ``llama_4_scaling_beta`` (over position ids)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from .. import _params, _xp
+from ..errors import ParameterError
+
+__all__ = ["query_temperature"]
+
+FORMS = ("llama4", "ministral3")
+
+
+def _floor_scale(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ParameterError(f"floor_scale={value!r} must be a positive int")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ParameterError(f"floor_scale={value!r} must be a positive int") from None
+    if value < 1:
+        raise ParameterError(f"floor_scale={value} must be a positive int")
+    return value
+
+
+def _check_ids(xp: Any, name: str, ids: Any, ndim: int) -> None:
+    if ids.ndim != ndim:
+        shape = "[seq]" if ndim == 1 else "[batch, seq]"
+        raise ParameterError(f"{name} must have shape {shape}, got shape {tuple(ids.shape)}")
+    if not xp.isdtype(ids.dtype, "integral"):
+        raise ParameterError(f"{name} must have an integer dtype, got {_xp.dtype_name(ids.dtype)}")
+
+
+def query_temperature(
+    cache_position: Any, position_ids: Any = None, *, form: str = "llama4",
+    floor_scale: int = 8192, scale: float = 0.1, dtype: Any = None,
+) -> Any:
+    """The factor ``1 + scale·ln(1 + floor(p / floor_scale))`` that multiplies the queries.
+
+    ``form="llama4"`` (Llama 4's NoPE layers): ``p = cache_position + 1`` (``[seq]``: the
+    index of each query in the cache); given ``position_ids`` (``[batch, seq]``), the same row
+    is broadcast to their shape and their values are ignored, as transformers does.
+    ``form="ministral3"`` (Ministral 3, Mistral 4: ``floor_scale`` =
+    ``original_max_position_embeddings``, ``scale`` = ``llama_4_scaling_beta``):
+    ``p = position_ids`` (``cache_position`` when they are None). The step is integer
+    arithmetic; the log runs in float32 (float64 for a float64 ``dtype``), the result has
+    ``dtype`` (float32 by default). Multiply ``q[b, :, s, :]`` by ``out[b, s]`` (or ``out[s]``).
+    """
+    xp = _xp.namespace(cache_position=cache_position, position_ids=position_ids)
+    _params.choice("form", form, FORMS)
+    floor_scale = _floor_scale(floor_scale)
+    if isinstance(scale, bool) or not isinstance(scale, int | float):
+        raise ParameterError(f"scale={scale!r} must be a number")
+    out = _xp.output_dtype(xp, dtype)
+    compute = _xp.compute_dtype(xp, out)
+    _check_ids(xp, "cache_position", cache_position, 1)
+    if position_ids is not None:
+        _check_ids(xp, "position_ids", position_ids, 2)
+        if position_ids.shape[1] != cache_position.shape[0]:
+            raise ParameterError(
+                f"position_ids has shape {tuple(position_ids.shape)} but cache_position has "
+                f"{cache_position.shape[0]} entries: position_ids must be [batch, "
+                f"{cache_position.shape[0]}]")
+    if form == "llama4":
+        ids, offset = cache_position, 1
+    else:
+        ids, offset = (cache_position if position_ids is None else position_ids), 0
+    steps = xp.floor_divide(ids + offset, floor_scale)  # exact at any position
+    temperature = xp.log1p(xp.astype(steps, compute)) * scale + 1.0
+    if form == "llama4" and position_ids is not None:
+        temperature = xp.broadcast_to(temperature[None, :], tuple(position_ids.shape))
+    return xp.astype(temperature, out)
