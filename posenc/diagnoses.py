@@ -220,9 +220,28 @@ def _extra_slopes_even(heads: int, max_bias: float) -> np.ndarray:
 
 
 def _alibi_queries_from_zero(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
-    """Queries at positions 0..q_len−1, not the last q_len: the first rows of the square bias."""
-    square = np.asarray(_call(ref, inputs, {**params, "q_len": params["k_len"]}))
-    return square if params["form"] == "key_only" else square[:, : params["q_len"]]
+    """Queries at positions 0..q_len−1, not the last q_len: the first rows of the square bias.
+    The reference (loops, for clarity) gives the bias of a query row at distance d from a key
+    as a function of d alone, so the rows come from its one-query bias over the keys, each
+    row read at its own distances: no k_len × k_len square (4096 keys decode in a case)."""
+    if params["form"] == "key_only":
+        return np.asarray(_call(ref, inputs, params))
+    q_len, k_len = params["q_len"], params["k_len"]
+    # one query at position k_len − 1: column j holds the bias at distance d = k_len − 1 − j
+    last = np.asarray(_call(ref, inputs, {**params, "q_len": 1}))[:, 0, :]  # [heads, k_len]
+    by_distance = last[:, ::-1]  # [heads, d] for d = 0 .. k_len − 1
+    rows = np.arange(q_len)[:, None]
+    keys = np.arange(k_len)[None, :]
+    distance = rows - keys  # query r at position r, key j
+    if params["form"] == "symmetric":
+        return by_distance[:, np.abs(distance)]
+    # causal, −slope·d: keys after the query (d < 0, masked in use) continue the line, whose
+    # step −slope is the bias at distance 1 (the same product the reference rounds)
+    inside = by_distance[:, distance.clip(min=0)]
+    if k_len < 2:
+        return inside
+    step = by_distance[:, 1][:, None, None]
+    return np.where(distance[None] >= 0, inside, step * distance[None])
 
 
 # -- DeBERTa -----------------------------------------------------------------------------------
