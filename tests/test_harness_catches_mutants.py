@@ -78,7 +78,8 @@ def test_flipped_sin_namespace_is_caught() -> None:
     # transformer_xl's R table is sinusoidal: its goldens see the flip too; every rotary
     # encoding computes its rotation with sin
     assert set(found) == {"rope", "sinusoidal", "complex_order", "transformer_xl", "xpos",
-                          "mrope", "axial_rope"}
+                          "mrope", "axial_rope", "ggml_rope", "llama4_vision_rope", "mla_rope",
+                          "pixtral_rope"}
     # a sign flip keeps rotations rotations: only the goldens and the one property that
     # compares sin with float64 truth see it (R_0 = I and relative invariance still hold)
     assert {n for n in found["rope"] if not n.startswith("case:")} == {
@@ -90,7 +91,7 @@ def test_cli_names_failing_encodings_of_a_perturbed_namespace_module() -> None:
                    "--dtype", "float64", "--max-examples", "5", "-q",
                    env={"PYTHONPATH": str(TESTS)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert ("failing encodings: axial_rope, complex_order, mrope, rope, sinusoidal, "
-            "transformer_xl, xpos") in proc.stdout
+    assert ("failing encodings: axial_rope, complex_order, ggml_rope, llama4_vision_rope, "
+            "mla_rope, mrope, pixtral_rope, rope, sinusoidal, transformer_xl, xpos") in proc.stdout
     assert "max abs error" in proc.stdout and "worst at index" in proc.stdout
     assert "conformance: " in proc.stdout and " failed," in proc.stdout

@@ -168,7 +168,7 @@ def test_cli_writes_the_png_and_rejects_bad_input(tmp_path: Path,
     assert main(["plot", "t5_bias", "--param", "q_len=24", "--param", "k_len=24", "-o", str(out),
                  "--dpi", "40"]) == 0
     assert_drawn(out)
-    for args, message in [(["nope"], "no spec 'nope'"),
+    for args, message in [(["no_such_encoding"], "no spec 'no_such_encoding'"),
                           (["rope", "--param", "bas=2"], "unknown parameter 'bas'"),
                           (["rope", "--param", "base=x"], "parameter base='x'"),
                           (["kerple", "--param", "q_len=-3"], "parameter q_len=-3")]:

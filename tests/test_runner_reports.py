@@ -100,8 +100,8 @@ def test_cli_fails_when_nothing_could_be_checked() -> None:
 def test_cli_usage_errors_exit_2() -> None:
     proc = run_cli("conformance", "--backend", "posenc_no_such_backend")
     assert proc.returncode == 2 and "cannot import backend 'posenc_no_such_backend'" in proc.stderr
-    proc = run_cli("conformance", "--encoding", "nope")
-    assert proc.returncode == 2 and "unknown encoding(s) ['nope']" in proc.stderr
+    proc = run_cli("conformance", "--encoding", "no_such_encoding")
+    assert proc.returncode == 2 and "unknown encoding(s) ['no_such_encoding']" in proc.stderr
 
 
 def test_pytest_plugin_runs_the_same_checks(tmp_path: Path) -> None:

@@ -31,7 +31,11 @@ def test_standard_keeps_every_group_and_is_a_subset(plans: tuple[list, list]) ->
     assert _groups(standard) == _groups(full)
     ids = {c.id for c in full}
     assert all(c.id in ids for c in standard)
-    assert len(standard) < len(full) / 2  # it is the smaller tier
+    assert len(standard) < len(full)
+    # compiled groups: one golden case each, no property
+    compiled = [c for c in standard if c.mode == "compiled" and c.kind != "capability"]
+    assert all(c.kind == "case" for c in compiled)
+    assert len(compiled) == len(_groups(compiled))
     assert [c.id for c in standard] == [c.id for c in plan(
         Options(backends=["numpy", "strict", "torch", "torch-layers"], tier="standard"))]
 
