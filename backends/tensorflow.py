@@ -50,8 +50,19 @@ def _devices() -> list[str]:
 
 
 def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    tf = _tf()
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        # a Python float in a tuple result (an attention or softmax factor, a host constant)
+        # would leave the graph as a float32 tensor; keep it float64, as it is in eager mode
+        out = fn(*args, **kwargs)
+        if isinstance(out, tuple | list):
+            return type(out)(tf.constant(v, tf.float64) if isinstance(v, float) else v
+                             for v in out)
+        return out
+
     # autograph=False: the implementations have no tensor-dependent Python control flow to convert
-    return _tf().function(fn, jit_compile=True, autograph=False)
+    return tf.function(traced, jit_compile=True, autograph=False)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,31 @@ class UpstreamFailure(Exception):
     check cannot judge it here (reported as 'xfail', with the control's numbers)."""
 
 
+def _scope_from_eager(compiled: Callable[..., Any], call: Callable[..., Any]
+                      ) -> Callable[..., Any]:
+    """``compiled``, except that when it raises, the eager ``call`` decides whether the
+    arguments are out of the implementation's scope: a compiler wraps an implementation's
+    ``NotImplementedError`` (``posenc.Unsupported``) raised while tracing in its own error,
+    which would read as a compile failure. An eager refusal is re-raised (reported
+    ``unsupported``); otherwise the compiled call's error stands."""
+
+    def guarded(*arrays: Any) -> Any:
+        try:
+            return compiled(*arrays)
+        except NotImplementedError:
+            raise
+        except Exception as failure:
+            try:
+                call(*arrays)
+            except NotImplementedError:
+                raise
+            except Exception:
+                pass
+            raise failure from None
+
+    return guarded
+
+
 @dataclass
 class Context:
     backend: Backend
@@ -93,7 +118,7 @@ class Context:
         if key not in self._compiled:
             if self.backend.compile is None:
                 raise Unsupported(f"backend {self.backend.name!r} has no compiled mode")
-            self._compiled[key] = self.backend.compile(call)
+            self._compiled[key] = _scope_from_eager(self.backend.compile(call), call)
         return self._compiled[key]
 
     def raw(self, inputs: dict[str, np.ndarray | None], **params: Any) -> Any:

@@ -139,3 +139,35 @@ def test_cli_include_posenc_code_labels_the_results(tmp_path) -> None:
     data = json.loads((tmp_path / "b.json").read_text())
     labels = {(e["encoding"], e["status"], e["provided_by"]) for e in data["results"]}
     assert labels == {("rope", "pass", "backend"), ("t5_bucket", "pass", "posenc")}
+
+
+def test_an_implementation_refusing_arguments_under_compile_reports_unsupported() -> None:
+    """torch.compile wraps a NotImplementedError raised while tracing in its own error; the
+    harness asks the eager call, which refuses the same arguments: unsupported, not error."""
+    import dataclasses
+
+    import pytest
+
+    pytest.importorskip("torch")
+    from posenc import Unsupported as OutOfScope
+    from posenc.backends import get_backend
+    from posenc.conformance import Options, run
+    from posenc.encodings import public_functions
+
+    slopes = public_functions()["alibi_slopes"]
+
+    def no_half(*args, dtype=None, **kwargs):
+        if "16" in str(dtype):
+            raise OutOfScope(f"dtype={dtype}: not in this implementation")
+        return slopes(*args, dtype=dtype, **kwargs)
+
+    backend = dataclasses.replace(get_backend("torch"), name="no-half",
+                                  overrides={"alibi_slopes": no_half})
+    results = run(Options(backends=[backend], encodings=["alibi_slopes"],
+                          dtypes=["bfloat16", "float32"], modes=["compiled"], properties=False,
+                          compiled_cases=1))
+    status = {r.check.dtype: r.status for r in results}
+    assert status == {"bfloat16": "unsupported", "float32": "pass"}, [
+        (r.check.id, r.status, r.message[:200]) for r in results]
+    assert "not in this implementation" in next(r.message for r in results
+                                                if r.check.dtype == "bfloat16")
