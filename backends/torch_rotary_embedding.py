@@ -4,7 +4,6 @@ one pass (k may have fewer heads), and in-place or ``out=`` rotation."""
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -141,20 +140,21 @@ class RotaryEmbedding(nn.Module):
 
     def _cos_sin(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[Any, Any]:
         """Full-width ``(cos, signed sin)`` rows for ``positions``, lined up with ``x``."""
-        xp = _xp.namespace(x=x)
-        dim = _rotary.check_shapes(x, positions)[1]
-        if dim != self.head_dim:
-            raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
-                                 f"head_dim={self.head_dim}")
-        _xp.check_positions_dtype(xp, positions)
+        self._check_positions(x, positions)
         rows = _gather(self.table, positions)
         if self.table_long is not None:
             long = torch.max(positions) + 1 > self._schedule.switch_length
             rows = torch.where(long, _gather(self.table_long, positions), rows)
-        if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
-            rows = rows.view(rows.shape[0], *([1] * (x.ndim - 3)), *rows.shape[1:])
-        cos, sin = rows.unbind(-2)
-        return cos, sin
+        return self._lined_up(x, positions, *rows.unbind(-2))
+
+    def _check_positions(self, x: torch.Tensor, positions: torch.Tensor) -> None:
+        """``x`` and ``positions`` line up, ``x`` has this module's head width, and the
+        positions have an integer or floating dtype (the checks of both per-call paths)."""
+        dim = _rotary.check_shapes(x, positions)[1]
+        if dim != self.head_dim:
+            raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
+                                 f"head_dim={self.head_dim}")
+        _xp.check_positions_dtype(_xp.namespace(x=x), positions)
 
     def _exact_full_width(self, x: torch.Tensor, positions: Any) -> tuple[Any, Any] | None:
         """Full-width ``(cos, signed sin)`` ``[*positions.shape, rotary_dim]`` computed per call
@@ -171,16 +171,11 @@ class RotaryEmbedding(nn.Module):
                 or not isinstance(positions, torch.Tensor) or _xp.is_traced(positions)
                 or positions.device.type not in ("cpu", "cuda")):
             return None
-        xp = _xp.namespace(x=x)
-        dim = _rotary.check_shapes(x, positions)[1]
-        if dim != self.head_dim:
-            raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
-                                 f"head_dim={self.head_dim}")
-        _xp.check_positions_dtype(xp, positions)
-        _xp.assert_position_range(xp, positions, compute=torch.float32)
-        turns = positions.to(torch.float64)[..., None] * _signed_turns(
-            sched.inv_freq, self._layout, positions.device)
-        angles = ((turns - torch.round(turns)) * (2.0 * math.pi)).to(torch.float32)
+        self._check_positions(x, positions)
+        _xp.assert_position_range(_xp.namespace(x=x), positions, compute=torch.float32)
+        angles = _rotary.torch_phases64(positions[..., None],
+                                        _signed_frequencies(sched.inv_freq, self._layout),
+                                        torch.float32)
         cos, sin = torch.cos(angles), torch.sin(angles)
         if sched.attention_factor != 1.0:
             cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
@@ -286,17 +281,12 @@ def _full_width(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tens
 
 
 @functools.lru_cache(maxsize=64)
-def _signed_turns(inv_freq: tuple[float, ...], layout: str, device: Any) -> torch.Tensor:
-    """Turns per position at full rotary width, float64 on ``device``: ``-f`` on each pair's
-    first member, ``+f`` on its second, in the layout's feature order (made once per
-    schedule and device, outside inference mode so autograd may save it)."""
-    turns = [f / (2.0 * math.pi) for f in inv_freq]
+def _signed_frequencies(inv_freq: tuple[float, ...], layout: str) -> tuple[float, ...]:
+    """The frequencies at full rotary width, ``-f`` on each pair's first member and ``+f`` on
+    its second, in the layout's feature order."""
     if layout == "half":
-        signed = [-t for t in turns] + turns
-    else:
-        signed = [v for t in turns for v in (-t, t)]
-    with torch.inference_mode(False):
-        return torch.tensor(signed, dtype=torch.float64, device=device)
+        return (*(-f for f in inv_freq), *inv_freq)
+    return tuple(v for f in inv_freq for v in (-f, f))
 
 
 def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

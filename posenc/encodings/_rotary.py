@@ -69,7 +69,7 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
         return positions * theta
     if _xp.library_of(positions) == "torch" and not compiling():
         if positions.device.type in _FLOAT64_DEVICES:
-            return _torch_phases64(positions, tuple(float(f) for f in inv_freq), compute)
+            return torch_phases64(positions, tuple(float(f) for f in inv_freq), compute)
         limbs = _torch_limbs(tuple(float(f) for f in inv_freq), compute, device)
     else:  # compiled: a constant of the graph; JAX/TF: a cached array could be a tracer
         limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
@@ -91,7 +91,7 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
 _FLOAT64_DEVICES = ("cpu", "cuda")
 
 
-def _torch_phases64(positions: Any, inv_freq: tuple[float, ...], compute: Any) -> Any:
+def torch_phases64(positions: Any, inv_freq: tuple[float, ...], compute: Any) -> Any:
     """Angles reduced to ``[-pi, pi]`` from float64 turns ``p * f`` (``p`` exact in float64,
     the product within 2^-53 relative, so within ~2^-29 turn up to |p| = 2^24), rounded once
     to ``compute``."""
