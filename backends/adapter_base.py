@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc import arrays
+from posenc import array_api
 from posenc.errors import ParameterError, PosencError, Unsupported
 
 from .backend import Backend
@@ -134,9 +134,9 @@ def describe(value: Any) -> str:
         kinds = {type(v).__name__ for v in value}
         return f"a {type(value).__name__} of {len(value)} ({', '.join(sorted(kinds))})"
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        device = arrays.device_of(value) if arrays.library_of(value) != "numpy" else "cpu"
+        device = array_api.device_of(value) if array_api.library_of(value) != "numpy" else "cpu"
         shape = ", ".join(str(int(n)) for n in value.shape)
-        return (f"{arrays.library_of(value)} {arrays.dtype_name(value.dtype)}[{shape}]"
+        return (f"{array_api.library_of(value)} {array_api.dtype_name(value.dtype)}[{shape}]"
                 + (f" on {device}" if device is not None else ""))
     return f"{type(value).__name__} {value!r}"[:120]
 
@@ -150,20 +150,20 @@ def check_array(label: str, what: str, value: Any, *, like: Any = None,
     expected_shape = shape if shape is not None or any_shape else (
         tuple(like.shape) if like is not None else None)
     expected_device = device if device is not None else (
-        arrays.device_of(like) if like is not None else None)
+        array_api.device_of(like) if like is not None else None)
     problems = []
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
         problems.append("not an array")
     else:
-        if like is not None and arrays.library_of(value) != arrays.library_of(like):
-            problems.append(f"a {arrays.library_of(value)} array, not {arrays.library_of(like)}")
+        if like is not None and array_api.library_of(value) != array_api.library_of(like):
+            problems.append(f"a {array_api.library_of(value)} array, not {array_api.library_of(like)}")
         if expected_shape is not None and tuple(value.shape) != tuple(expected_shape):
             problems.append(f"shape {list(value.shape)}, expected {list(expected_shape)}")
-        if expected_dtype is not None and (arrays.dtype_name(value.dtype)
-                                           != arrays.dtype_name(expected_dtype)):
-            problems.append(f"dtype {arrays.dtype_name(value.dtype)}, expected "
-                            f"{arrays.dtype_name(expected_dtype)}")
-        got_device = arrays.device_of(value)
+        if expected_dtype is not None and (array_api.dtype_name(value.dtype)
+                                           != array_api.dtype_name(expected_dtype)):
+            problems.append(f"dtype {array_api.dtype_name(value.dtype)}, expected "
+                            f"{array_api.dtype_name(expected_dtype)}")
+        got_device = array_api.device_of(value)
         if expected_device is not None and got_device is not None and \
                 str(got_device) != str(expected_device):
             problems.append(f"device {got_device}, expected {expected_device}")
@@ -184,9 +184,9 @@ def dtype_out_of_scope(value: Any, dtype: Any) -> None:
     """A function that takes no dtype returns the one it computes in: another dtype asked of
     it is out of its scope (float32 by design is not judged in float64)."""
     if dtype is not None and hasattr(value, "dtype") and \
-            arrays.dtype_name(value.dtype) != arrays.dtype_name(dtype):
-        raise Unsupported(f"it returns {arrays.dtype_name(value.dtype)} and takes no dtype: "
-                          f"{arrays.dtype_name(dtype)} is out of its scope")
+            array_api.dtype_name(value.dtype) != array_api.dtype_name(dtype):
+        raise Unsupported(f"it returns {array_api.dtype_name(value.dtype)} and takes no dtype: "
+                          f"{array_api.dtype_name(dtype)} is out of its scope")
 
 
 def out_of_scope(reason: str | None) -> None:
@@ -198,7 +198,7 @@ def out_of_scope(reason: str | None) -> None:
 def _framework_of(result: Any) -> str:
     first = result[0] if isinstance(result, tuple | list) and result else result
     if hasattr(first, "shape") and hasattr(first, "dtype"):
-        return arrays.library_of(first)
+        return array_api.library_of(first)
     return "numpy"  # Python numbers or lists: host values
 
 
@@ -211,7 +211,7 @@ def _probe(adapter: Adapter) -> tuple[str, tuple[str, ...] | None]:
     framework = _framework_of(result)
     if framework == "numpy" and not (hasattr(first, "dtype") and hasattr(first, "shape")):
         return "numpy", None  # host values, converted to each dtype under test
-    return framework, (arrays.dtype_name(first.dtype),)
+    return framework, (array_api.dtype_name(first.dtype),)
 
 
 def as_backend(*adapters: Adapter, name: str | None = None, framework: str | None = None,

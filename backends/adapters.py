@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from posenc import arrays
+from posenc import array_api
 from posenc.catalog import specs
 from posenc.errors import ParameterError, SpecError
 
@@ -107,9 +107,9 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
         if "positions" in inputs and values.get("positions") is None and \
                 passed.get("positions") in signature.required:
             x = values[inputs[0]]
-            xp = arrays.namespace(x=x)
-            kwargs[passed["positions"]] = arrays.asarray(xp, list(range(x.shape[-2])),
-                                                      device=arrays.device_of(x))
+            xp = array_api.namespace(x=x)
+            kwargs[passed["positions"]] = array_api.asarray(xp, list(range(x.shape[-2])),
+                                                      device=array_api.device_of(x))
         return kwargs
 
     def probe() -> Any:  # what fn itself returns, before any conversion
@@ -143,11 +143,11 @@ def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str
         if not isinstance(first, list | tuple | int | float):
             raise AdapterOutputError(f"{label} ({encoding} adapter) returned "
                                      f"{type(first).__name__}, not an array or a list")
-        xp = arrays.namespace_of_dtype(dtype)
-        first = arrays.asarray(xp, first, dtype=arrays.output_dtype(xp, dtype), device=device)
-    elif arrays.library_of(first) == "numpy" and dtype is not None and not takes_dtype:
-        xp = arrays.namespace_of_dtype(dtype)
-        first = arrays.asarray(xp, first.tolist(), dtype=dtype, device=device)
+        xp = array_api.namespace_of_dtype(dtype)
+        first = array_api.asarray(xp, first, dtype=array_api.output_dtype(xp, dtype), device=device)
+    elif array_api.library_of(first) == "numpy" and dtype is not None and not takes_dtype:
+        xp = array_api.namespace_of_dtype(dtype)
+        first = array_api.asarray(xp, first.tolist(), dtype=dtype, device=device)
     elif not takes_dtype:
         dtype_out_of_scope(first, dtype)
     if "num_heads" in values and encoding == "alibi_slopes":
@@ -202,8 +202,8 @@ def alibi_tensor(fn: Callable[..., Any], *, framework: str = "torch",
     def call(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
              max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
         out_of_scope(scope({"form": form, "max_bias": max_bias}))
-        xp = arrays.namespace_of_dtype(dtype)
-        mask = arrays.asarray(xp, [[1] * int(k_len)], dtype=xp.int64, device=device)
+        xp = array_api.namespace_of_dtype(dtype)
+        mask = array_api.asarray(xp, [[1] * int(k_len)], dtype=xp.int64, device=device)
         out = fn(mask, int(num_heads), dtype)
         check_array(label, "alibi_bias", out, shape=(int(num_heads), 1, int(k_len)),
                     dtype=dtype, device=device)

@@ -101,7 +101,7 @@ class Backend:
         if not self.force_namespace:
             return impl
         xp = self.namespace()
-        from posenc._xp import use_namespace
+        from posenc.array_api import use_namespace
 
         def in_namespace(*args: Any, **kwargs: Any) -> Any:
             with use_namespace(xp):

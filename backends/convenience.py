@@ -71,7 +71,7 @@ def wrap(backend: Backend, name: str) -> Callable[..., Any]:
 def _convert(backend: Backend, name: str, value: Any, device: Any) -> Any:
     """A list or NumPy array as the backend's array: integers (and an empty list) as its index
     dtype, checked to fit it (JAX without x64 holds int32; uint64 beyond int64 would wrap)."""
-    from posenc import _xp
+    from posenc import array_api
     from posenc.errors import ParameterError
 
     try:
@@ -84,7 +84,7 @@ def _convert(backend: Backend, name: str, value: Any, device: Any) -> Any:
     converted = backend.from_numpy(host, backend.index_dtype if integral else host.dtype.name,
                                    device)
     if integral and host.size:
-        info = np.iinfo(_xp.dtype_name(converted.dtype))
+        info = np.iinfo(array_api.dtype_name(converted.dtype))
         low, high = int(host.min()), int(host.max())
         if low < info.min or high > info.max:
             value = low if low < info.min else high

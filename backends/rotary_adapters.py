@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc import arrays
+from posenc import array_api
 from posenc.catalog import reference_function, specs
 from posenc.encodings.rope import rope_cos_sin
 from posenc.encodings.rope_frequencies import schedule, schedule_type
@@ -67,7 +67,7 @@ def reference_cos_sin(x: Any, positions: Any, params: Mapping[str, Any]) -> tupl
 def _posenc_cos_sin(x: Any, positions: Any, params: Mapping[str, Any]) -> tuple[Any, Any]:
     """The same from posenc's own implementation (exact phases, the compute dtype)."""
     cos, sin, rd = rope_cos_sin(x, positions, **{**dict(params), "layout": "half"})
-    xp = arrays.namespace(x=x)
+    xp = array_api.namespace(x=x)
     shape = (-1, int(x.shape[-2]), rd // 2)
     return xp.reshape(cos, shape), xp.reshape(sin, shape)
 
@@ -122,11 +122,11 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
 
     def call(x: Any, positions: Any = None, **params: Any) -> Any:
         out_of_scope(scope(params))
-        xp = arrays.namespace(x=x, positions=positions)
+        xp = array_api.namespace(x=x, positions=positions)
         rope_params = {k: v for k, v in params.items() if k in ROPE_PARAMS and k != "layout"}
         if source == "reference":
-            cos, sin = (arrays.asarray(xp, a, dtype=xp.float64 if x.dtype == xp.float64
-                                    else xp.float32, device=arrays.device_of(x))
+            cos, sin = (array_api.asarray(xp, a, dtype=xp.float64 if x.dtype == xp.float64
+                                    else xp.float32, device=array_api.device_of(x))
                         for a in reference_cos_sin(x, positions, rope_params))
         else:
             cos, sin = _posenc_cos_sin(x, positions, rope_params)
@@ -234,10 +234,10 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
 
     def call(x: Any, positions: Any = None, **params: Any) -> Any:
         out_of_scope(scope(params))
-        xp = arrays.namespace(x=x, positions=positions)
-        device = arrays.device_of(x)
+        xp = array_api.namespace(x=x, positions=positions)
+        device = array_api.device_of(x)
         seq, dim = int(x.shape[-2]), int(x.shape[-1])
-        pos = positions if positions is not None else arrays.asarray(
+        pos = positions if positions is not None else array_api.asarray(
             xp, list(range(seq)), dtype=xp.int64, device=device)
         pos2 = pos if pos.ndim == 2 else xp.reshape(pos, (1, seq))
         values: dict[str, Any] = {"x": x, "dtype": x.dtype, "device": device,

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from posenc import _params
+from posenc import params
 from posenc.encodings import alibi
 from posenc.encodings.kerple import kerple
 from posenc.encodings.t5 import t5_bias
@@ -68,8 +68,8 @@ def alibi_score_mod(num_heads: int, q_len: int, k_len: int, *, form: str = "caus
     create_block_mask(causal_mask_mod(k_len − q_len, device=device), None, None, q_len, k_len,
     device=device)``.
     """
-    q_len, k_len = _params.query_lengths(q_len, k_len)
-    _params.choice("form", form, alibi.FORMS)
+    q_len, k_len = params.query_lengths(q_len, k_len)
+    params.choice("form", form, alibi.FORMS)
     slopes32 = alibi.alibi_slopes(num_heads, max_bias=max_bias, dtype=torch.float32,
                                   device=device)
     slopes64 = alibi.alibi_slopes(num_heads, max_bias=max_bias, dtype=torch.float64,
@@ -103,9 +103,9 @@ def t5_score_mod(q_len: int, k_len: int, table: Any, *, bidirectional: bool = Tr
     ``flex_attention(..., scale=1.0)`` for T5 checkpoints. A decoder needs a causal mask:
     ``causal_mask_mod(query_offset, device=table.device)``.
     """
-    q_len = _params.integer("q_len", q_len, minimum=0)
-    k_len = _params.integer("k_len", k_len, minimum=0)
-    query_offset = _params.integer("query_offset", query_offset, minimum=0)
+    q_len = params.integer("q_len", q_len, minimum=0)
+    k_len = params.integer("k_len", k_len, minimum=0)
+    query_offset = params.integer("query_offset", query_offset, minimum=0)
     _tensor("table", table)
     count = q_len + k_len - 1 if q_len and k_len else 0
     # one query at query_offset + q_len − 1 over `count` keys sees the distances
@@ -130,7 +130,7 @@ def kerple_score_mod(q_len: int, k_len: int, r1: Any, r2: Any, *,
     score: the kernel of each distance ``0 .. k_len − 1`` is computed once here by ``kerple``
     (``[heads, k_len]``; ``r1`` and ``r2`` receive gradients through it) and indexed by
     ``|i − kv_idx|``, with queries end-aligned (``i = k_len − q_len + q_idx``)."""
-    q_len, k_len = _params.query_lengths(q_len, k_len)
+    q_len, k_len = params.query_lengths(q_len, k_len)
     _tensor("r1", r1)
     _tensor("r2", r2)
     # one query at position k_len − 1 sees the distances k_len − 1 .. 0: reversed, index = distance
@@ -151,7 +151,7 @@ def causal_mask_mod(query_offset: int = 0, *, device: Any = None) -> MaskMod:
     when ``kv_idx <= query_offset + q_idx``. ``query_offset`` is the position of the first
     query: ``k_len − q_len`` for ALiBi and KERPLE (queries end-aligned), T5's
     ``query_offset``. Place it on the device of the attention inputs."""
-    query_offset = _params.integer("query_offset", query_offset, minimum=0)
+    query_offset = params.integer("query_offset", query_offset, minimum=0)
     first_query = _offset(query_offset, device)
 
     def mask_mod(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor,

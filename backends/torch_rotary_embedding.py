@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc import _params, _xp
-from posenc.encodings import _rotary, learned
-from posenc.encodings.rope import _resolve, rope_cos_sin
+from posenc import array_api, params, rotary
+from posenc.encodings import learned
+from posenc.encodings.rope import rope_cos_sin, rope_schedule
 from posenc.errors import ParameterError
 
 from .torch_memory import may_overlap, same_view
@@ -47,8 +47,8 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.config = {"base": base, "layout": layout, "rotary_dim": rotary_dim,
                        "scaling": scaling, "seq_len": seq_len}
-        _params.choice("layout", layout, _rotary.LAYOUTS)
-        self.head_dim = None if head_dim is None else _params.integer("head_dim", head_dim,
+        params.choice("layout", layout, rotary.LAYOUTS)
+        self.head_dim = None if head_dim is None else params.integer("head_dim", head_dim,
                                                                        minimum=2)
         self.max_positions = max_positions
         self._schedule = None
@@ -58,7 +58,7 @@ class RotaryEmbedding(nn.Module):
             dynamic = scaling is not None and (scaling.get("rope_type") or scaling.get("type")) \
                 == "dynamic"
             if not (dynamic and seq_len is None):
-                self._schedule = _resolve(self.head_dim, rotary_dim, base, scaling, seq_len,
+                self._schedule = rope_schedule(self.head_dim, rotary_dim, base, scaling, seq_len,
                                           positions=True, seq=0)
         if max_positions is not None:
             if self._schedule is None:
@@ -66,7 +66,7 @@ class RotaryEmbedding(nn.Module):
                     f"max_positions={max_positions!r} needs head_dim (and seq_len for dynamic "
                     "scaling): the tables depend on them")
             if isinstance(max_positions, bool) or not isinstance(max_positions, int) \
-                    or not 0 < max_positions <= _xp.FLOAT32_EXACT_INTEGERS:
+                    or not 0 < max_positions <= array_api.FLOAT32_EXACT_INTEGERS:
                 raise ParameterError(f"max_positions={max_positions!r} must be an int in "
                                      f"[1, 2**24]")
         self._build_tables(device)
@@ -77,13 +77,13 @@ class RotaryEmbedding(nn.Module):
         one gather serves q and k and the rotation is ``x * cos + partner(x) * sin``."""
         tables: list[torch.Tensor | None] = [None, None]
         if self.max_positions is not None:
-            xp = _xp.namespace(x=torch.empty(0))
+            xp = array_api.namespace(x=torch.empty(0))
             p = torch.arange(self.max_positions, dtype=torch.float32, device=device)[:, None]
             sched = self._schedule
             freqs = [sched.inv_freq] + ([sched.long_inv_freq] if sched.long_inv_freq else [])
             for i, inv_freq in enumerate(freqs):
-                angles = _rotary.phases(xp, p, inv_freq, compute=torch.float32, device=device)
-                cos, sin = _rotary.cos_sin(xp, angles, sched.attention_factor)
+                angles = rotary.phases(xp, p, inv_freq, compute=torch.float32, device=device)
+                cos, sin = rotary.cos_sin(xp, angles, sched.attention_factor)
                 tables[i] = _full_width(cos, sin, self.config["layout"])
         for name, table in zip(("table", "table_long"), tables, strict=True):
             self.register_buffer(name, table, persistent=False)
@@ -131,7 +131,7 @@ class RotaryEmbedding(nn.Module):
                 raise ParameterError(f"offset must be an int or a 0-d integer tensor, got a "
                                      f"{offset.dtype} tensor of shape {tuple(offset.shape)}")
             return torch.arange(seq, device=x.device) + offset.to(x.device)
-        offset = _params.integer("offset", offset)
+        offset = params.integer("offset", offset)
         return torch.arange(offset, offset + seq, device=x.device)
 
     def _uses_table(self, x: torch.Tensor, positions: Any) -> bool:
@@ -150,11 +150,11 @@ class RotaryEmbedding(nn.Module):
     def _check_positions(self, x: torch.Tensor, positions: torch.Tensor) -> None:
         """``x`` and ``positions`` line up, ``x`` has this module's head width, and the
         positions have an integer or floating dtype (the checks of both per-call paths)."""
-        dim = _rotary.check_shapes(x, positions)[1]
+        dim = rotary.check_shapes(x, positions)[1]
         if dim != self.head_dim:
             raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
                                  f"head_dim={self.head_dim}")
-        _xp.check_positions_dtype(_xp.namespace(x=x), positions)
+        array_api.check_positions_dtype(array_api.namespace(x=x), positions)
 
     def _exact_full_width(self, x: torch.Tensor, positions: Any) -> tuple[Any, Any] | None:
         """Full-width ``(cos, signed sin)`` ``[*positions.shape, rotary_dim]`` computed per call
@@ -168,12 +168,12 @@ class RotaryEmbedding(nn.Module):
         sched = self._schedule
         if (self.table is not None or sched is None or sched.long_inv_freq is not None
                 or x.dtype == torch.float64 or positions is None
-                or not isinstance(positions, torch.Tensor) or _xp.is_traced(positions)
+                or not isinstance(positions, torch.Tensor) or array_api.is_traced(positions)
                 or positions.device.type not in ("cpu", "cuda")):
             return None
         self._check_positions(x, positions)
-        _xp.assert_position_range(_xp.namespace(x=x), positions, compute=torch.float32)
-        angles = _rotary.torch_phases64(positions[..., None],
+        array_api.assert_position_range(array_api.namespace(x=x), positions, compute=torch.float32)
+        angles = rotary.torch_phases64(positions[..., None],
                                         _signed_frequencies(sched.inv_freq, self._layout),
                                         torch.float32)
         cos, sin = torch.cos(angles), torch.sin(angles)
@@ -196,8 +196,8 @@ class RotaryEmbedding(nn.Module):
         positions = self._positions(q, positions, offset)
         if positions is None and self.table is not None:
             positions = torch.arange(operator.index(q.shape[-2]), device=q.device)
-        xp = _xp.namespace(x=q, positions=positions, k=k)
-        _, positions = _rotary.array_inputs(xp, q, positions)
+        xp = array_api.namespace(x=q, positions=positions, k=k)
+        _, positions = rotary.array_inputs(xp, q, positions)
         if self.head_dim is not None and q.shape[-1] != self.head_dim:
             raise ParameterError(f"x.shape[-1]={q.shape[-1]} but this RotaryEmbedding has "
                                  f"head_dim={self.head_dim}")
@@ -220,7 +220,7 @@ class RotaryEmbedding(nn.Module):
         else:  # one cos/sin for q and k
             cos, sin, rd = rope_cos_sin(q, positions, **self.config)
             layout = self.config["layout"]
-            results = tuple(_rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
+            results = tuple(rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
                             for x in xs)
         if outs is None:
             return results[0] if k is None else results
@@ -296,7 +296,7 @@ def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     such positions, like ``posenc.learned``."""
     n = table.shape[0]
     flat_table = table.view(n, -1)
-    if _xp.is_traced(positions):
+    if array_api.is_traced(positions):
         rows = learned.learned(positions, flat_table)
     else:
         index = positions.reshape(-1)
@@ -308,7 +308,7 @@ def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
             outside = index[(index < 0) | (index >= n)]
             if outside.numel() == 0:
                 raise
-            _xp.raise_out_of_range("positions", int(outside[0]), 0, n)
+            array_api.raise_out_of_range("positions", int(outside[0]), 0, n)
     return rows.view(*positions.shape, *table.shape[1:])
 
 
@@ -338,8 +338,8 @@ def _rotate_into(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: 
                  layout: str) -> None:
     """``target[..., :rd]`` = x rotated (``target`` may be ``x`` itself); the rest copied."""
     if x.dtype != cos.dtype:  # 16-bit inputs: the arithmetic runs in float32 like rope()
-        xp = _xp.namespace(x=x)
-        rotated = _rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
+        xp = array_api.namespace(x=x)
+        rotated = rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
         target.copy_(rotated)
         return
     a, b = _pair_views(x, rd, layout)

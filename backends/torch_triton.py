@@ -23,11 +23,11 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from posenc._host_cache import host_cache
-from posenc.encodings import _rotary
+from posenc import rotary
 from posenc.encodings.rope import prepare
 from posenc.encodings.rope import rope as reference_rope
 from posenc.errors import MissingFrameworkError, ParameterError
+from posenc.host_cache import host_cache
 
 from .convenience import bind_module
 from .torch import BACKEND as TORCH
@@ -146,7 +146,7 @@ def _limbs_tensor(inv_freq: tuple[float, ...], long_inv_freq: tuple[float, ...] 
     import torch
 
     sets = [inv_freq] + ([long_inv_freq] if long_inv_freq else [])
-    values = [v for freqs in sets for row in _rotary.turn_limbs(freqs) for v in row]
+    values = [v for freqs in sets for row in rotary.turn_limbs(freqs) for v in row]
     return torch.tensor(values, dtype=torch.float32, device=device)
 
 
@@ -190,14 +190,14 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
     rotated by rounded positions)."""
     import torch
 
-    from posenc import arrays
+    from posenc import array_api
 
     # eager kernel calls check the positions' range in the kernel (a device flag, then one
     # device-side assert): no host read, two ops besides the launch
     kernel_checks = (_range_in_kernel
                      and getattr(x, "dtype", None) in (torch.float32, torch.bfloat16, torch.float16)
                      and getattr(getattr(x, "device", None), "type", None) in _kernel_devices()
-                     and positions is not None and not arrays.is_traced(positions)
+                     and positions is not None and not array_api.is_traced(positions)
                      and isinstance(positions, torch.Tensor))
     _, device, positions, sched = prepare(x, positions, base=base, layout=layout,
                                           rotary_dim=rotary_dim, scaling=scaling,
@@ -281,13 +281,13 @@ class _Launch:
             return
         import torch
 
-        from posenc import arrays
+        from posenc import array_api
 
         try:
             torch._assert_async(ok, "positions outside float32's exact integers (|p| <= 2**24)")
         except RuntimeError:
             positions = self.args[0]
-            arrays.check_position_range(arrays.namespace(positions=positions), positions,
+            array_api.check_position_range(array_api.namespace(positions=positions), positions,
                                         compute=torch.float32)
             raise
 

@@ -2,7 +2,7 @@
 
 Each program takes ``BLOCK_S`` positions of one batch row and ``LOOP x BLOCK_H`` heads of q or
 of k, computes the phases of its positions once, in float32 from exact pieces (the method of
-:mod:`posenc.encodings._rotary`: frequency limbs, position split into ``high + low + fraction``,
+:mod:`posenc.rotary`: frequency limbs, position split into ``high + low + fraction``,
 every product exact and wrapped to ``[-1/2, 1/2]`` turn), and rotates its tile. No cos/sin
 table is read: the only traffic is x in and the result out, which is what a memory-bound
 kernel can hope for. The arithmetic runs in float32 whatever the storage dtype.
@@ -112,7 +112,7 @@ def rotary_kernel(
         # 2^23 and beyond float32 has no fraction (and p + 0.5 would round)
         whole = tl.where(tl.abs(p) >= 8388608.0, p, tl.floor(p + 0.5))
         fraction = p - whole
-    high = tl.floor(whole / 4096.0 + 0.5) * 4096.0  # as _rotary.phases: 2^12 multiples
+    high = tl.floor(whole / 4096.0 + 0.5) * 4096.0  # as rotary.phases: 2^12 multiples
     low = whole - high
     limbs = LIMBS
     if HAS_SWITCH:  # LongRoPE: the long factors when max(positions) + 1 > L0 (device data)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc import _xp
+from posenc import array_api
 from posenc.backends.backend import Backend
 from posenc.golden import output_array
 from posenc.inputs import generate
@@ -174,7 +174,7 @@ class Context:
     def check_array(self, out: Any) -> None:
         if not hasattr(out, "dtype") or not hasattr(out, "shape"):
             raise CheckFailure(f"returned {type(out).__name__}, not an array")
-        got = _xp.dtype_name(out.dtype)
+        got = array_api.dtype_name(out.dtype)
         if self.spec.output_kind == "int":
             if got != self.backend.index_dtype:
                 raise CheckFailure(f"returned dtype {got}, expected {self.backend.index_dtype} "

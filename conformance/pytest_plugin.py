@@ -48,15 +48,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _options(config: pytest.Config) -> Any:
-    from posenc.cli import _load_expectations
-    from posenc.conformance.runner import MODES, Options
+    from posenc.conformance.options_loader import build_options
 
     get = config.getoption
-    return Options(
+    return build_options(
         backends=get("posenc_backend"), encodings=get("posenc_encoding"),
-        dtypes=get("posenc_dtype"), modes=get("posenc_mode") or list(MODES),
-        device=get("posenc_device"), max_examples=get("posenc_max_examples"),
-        expectations=_load_expectations(get("posenc_expectations")),
+        dtypes=get("posenc_dtype"), modes=get("posenc_mode"), device=get("posenc_device"),
+        max_examples=get("posenc_max_examples"), expectations=get("posenc_expectations"),
         precision=get("posenc_precision") or config.getini("posenc_precision"),
         include_posenc_code=get("posenc_include_posenc_code"))
 

@@ -37,10 +37,17 @@ __all__ = [
 ]
 
 
+# Submodules of the core: `from .. import params` inside an encoding module asks __getattr__
+# before importing the submodule, and listing the encodings then would import them
+# half-initialised
+_SUBMODULES = frozenset({"array_api", "params", "shapes", "rotary", "host_cache", "native",
+                         "errors", "specs", "layers", "inputs", "paths", "golden", "catalog",
+                         "diagnoses", "spec_nested", "encodings", "reference", "dialects",
+                         "backends", "conformance", "plot", "validation"})
+
+
 def __getattr__(name: str) -> Any:
-    if name.startswith("_"):
-        # `from .. import _xp` inside an encoding module asks here before importing the
-        # submodule: listing the encodings now would import them half-initialised
+    if name.startswith("_") or name in _SUBMODULES:
         raise AttributeError(f"module 'posenc' has no attribute {name!r}")
     from .encodings import public_functions
 

@@ -47,40 +47,19 @@ def _cmd_golden_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_expectations(path: str | None) -> dict[str, str]:
-    if not path:
-        return {}
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise PosencError(f"--expectations {path}: cannot read: {exc}") from exc
-    if not isinstance(data, dict) or not all(isinstance(v, str) and v for v in data.values()):
-        raise PosencError(f"--expectations {path}: expected a mapping of check-id pattern -> "
-                          "reason (a non-empty string)")
-    return {str(k): v for k, v in data.items()}
-
-
 def _cmd_conformance(args: argparse.Namespace) -> int:
     # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.no_compile_cache:  # read by the backends' sessions, here and in worker processes
         os.environ["POSENC_NO_COMPILE_CACHE"] = "1"
-    from posenc.conformance import Options, findings, golden_gate, job, report
-    from posenc.conformance.runner import MODES
-    from posenc.conformance.tiers import STANDARD_MAX_EXAMPLES
+    from posenc.conformance import findings, golden_gate, job, report
+    from posenc.conformance.options_loader import build_options
 
-    options = Options(
-        backends=args.backend or [], encodings=args.encoding or [], dtypes=args.dtype or [],
-        modes=args.mode or list(MODES), device=args.device, tier=args.tier,
-        max_examples=args.max_examples if args.max_examples is not None else
-        STANDARD_MAX_EXAMPLES if args.tier == "standard" else 25,
-        cases=args.only in (None, "cases"), properties=args.only in (None, "properties"),
-        gradients=args.only in (None, "gradients"),
-        expectations=_load_expectations(args.expectations), skip=args.skip or [],
-        compiled_cases=args.compiled_cases, precision=args.precision,
-        include_posenc_code=args.include_posenc_code)
+    options = build_options(
+        backends=args.backend, encodings=args.encoding, dtypes=args.dtype, modes=args.mode,
+        device=args.device, tier=args.tier, max_examples=args.max_examples, only=args.only,
+        expectations=args.expectations, skip=args.skip, compiled_cases=args.compiled_cases,
+        precision=args.precision, include_posenc_code=args.include_posenc_code)
     if not options.backends:
         from posenc.backends import installed_backends
 

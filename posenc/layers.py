@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _params
+from . import params
 from .errors import ParameterError
 
 __all__ = ["Init", "Layer", "Weight", "all_layers", "layer_for_function"]
@@ -147,10 +147,10 @@ class Layer:
         switch = isinstance(self.size_defaults.get(size), bool)
         optional = any(w.optional == size for w in self.weights)
         if switch:
-            return _params.flag(f"{self.name}: {size}", value)
+            return params.flag(f"{self.name}: {size}", value)
         if optional and value is None:
             return None
-        return _params.integer(f"{self.name}: {size}", value, minimum=1)
+        return params.integer(f"{self.name}: {size}", value, minimum=1)
 
     def weight_shapes(self, config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         """Shapes of the weights this configuration builds (absent optional ones left out)."""

@@ -107,7 +107,7 @@ def test_output_shape_and_dtype(pe) -> None:
     arrays = {k: v.astype(np.float32) for k, v in GOOD.items()}
     out = pe.floater(**arrays, length=3, steps=1)
     assert tuple(out.shape) == (3, D)
-    assert posenc._xp.dtype_name(out.dtype) == "float32"
+    assert posenc.array_api.dtype_name(out.dtype) == "float32"
 
 
 # --------------------------------------------------------------------------------------------

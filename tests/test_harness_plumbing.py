@@ -9,7 +9,7 @@ import importlib
 import numpy as np
 import pytest
 
-from posenc import _xp
+from posenc import array_api
 from posenc.backends import get_backend
 from posenc.catalog import reference_module, specs
 from posenc.conformance.context import CheckFailure, Context
@@ -75,21 +75,21 @@ def test_a_dtype_names_its_namespace(name: str) -> None:
     backend = get_backend(name)
     xp = backend.namespace()
     dtype = backend.dtype("float32")
-    found = _xp.namespace_of_dtype(dtype)
+    found = array_api.namespace_of_dtype(dtype)
     assert found.float32 == xp.float32
-    assert _xp.output_dtype(found, dtype) == dtype
-    assert _xp.output_dtype(found, None) == found.float32
+    assert array_api.output_dtype(found, dtype) == dtype
+    assert array_api.output_dtype(found, None) == found.float32
     with pytest.raises(ParameterError, match="dtype must be a real floating dtype"):
-        _xp.output_dtype(found, backend.dtype("int64"))
+        array_api.output_dtype(found, backend.dtype("int64"))
 
 
 def test_no_dtype_means_numpy_and_a_stranger_is_refused() -> None:
-    assert _xp.namespace_of_dtype(None).__name__ == "array_api_compat.numpy"
-    assert _xp.namespace_of_dtype(np.float64).__name__ == "array_api_compat.numpy"
+    assert array_api.namespace_of_dtype(None).__name__ == "array_api_compat.numpy"
+    assert array_api.namespace_of_dtype(np.float64).__name__ == "array_api_compat.numpy"
     with pytest.raises(ParameterError, match=r"dtype='float32' is a name: pass a dtype object"):
-        _xp.namespace_of_dtype("float32")
+        array_api.namespace_of_dtype("float32")
     with pytest.raises(ParameterError, match=r"dtype=<object .*> is not a dtype of a supported"):
-        _xp.namespace_of_dtype(object())
+        array_api.namespace_of_dtype(object())
 
 
 def test_device_names_become_framework_devices() -> None:
@@ -106,8 +106,8 @@ def test_convenience_functions_default_to_their_backend_float32(name: str) -> No
     backend = get_backend(name)
     pe = importlib.import_module(f"posenc.backends.{name}")
     table = pe.sinusoidal([0, 1], 4)
-    assert _xp.dtype_name(table.dtype) == "float32"
-    assert _xp.library_of(table) == _xp.library_of(backend.from_numpy(np.zeros(1), "float32",
+    assert array_api.dtype_name(table.dtype) == "float32"
+    assert array_api.library_of(table) == array_api.library_of(backend.from_numpy(np.zeros(1), "float32",
                                                                      None))
 
 

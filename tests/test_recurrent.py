@@ -65,7 +65,7 @@ def test_mixed_array_libraries() -> None:
 def test_output_shape_and_dtype(pe) -> None:
     out = pe.recurrent(P0.astype(np.float32), A.astype(np.float32), length=5)
     assert tuple(out.shape) == (5, 3)
-    assert posenc._xp.dtype_name(out.dtype) == "float32"
+    assert posenc.array_api.dtype_name(out.dtype) == "float32"
 
 
 # --------------------------------------------------------------------------------------------

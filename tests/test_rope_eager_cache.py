@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.encodings import _rotary
+from posenc import rotary
 
 torch = pytest.importorskip("torch")
 
 
 def test_limbs_made_in_inference_mode_serve_autograd_later() -> None:
-    _rotary._torch_limbs.cache_clear()
+    rotary._torch_limbs.cache_clear()
     x = torch.randn(2, 7, 16, dtype=torch.float32)
     positions = torch.arange(100, 107)
     with torch.inference_mode():
@@ -33,7 +33,7 @@ def test_cached_call_equals_a_cold_call() -> None:
     positions = torch.tensor([0, 1, 4096, 131071, 2**24 - 1])
     warm = [posenc.rope(x, positions, base=500000.0, layout=layout)
             for layout in ("half", "interleaved")]
-    _rotary._torch_limbs.cache_clear()
+    rotary._torch_limbs.cache_clear()
     cold = [posenc.rope(x, positions, base=500000.0, layout=layout)
             for layout in ("half", "interleaved")]
     for w, c in zip(warm, cold, strict=True):

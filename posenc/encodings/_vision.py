@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _xp
+from .. import array_api, rotary
 from ..errors import ParameterError
-from . import _rotary
 
 
 def check_x(x: Any, what: str) -> tuple[int, int]:
@@ -33,17 +32,17 @@ def check_grid(xp: Any, positions: Any, seq: int) -> None:
 def check_integral(xp: Any, positions: Any) -> None:
     if not xp.isdtype(positions.dtype, "integral"):
         raise ParameterError(f"positions must have an integer dtype, got "
-                             f"{_xp.dtype_name(positions.dtype)}")
+                             f"{array_api.dtype_name(positions.dtype)}")
 
 
 def rotate_by_coordinates(xp: Any, x: Any, coords: Any, inv_freq: Sequence[float],
                           axis: Sequence[int], layout: str, device: Any) -> Any:
     """x rotated over its whole width: frequency j by ``coords[s, axis[j]] * inv_freq[j]``;
     ``coords`` [seq, n_axes] in the compute dtype."""
-    compute = _xp.compute_dtype(xp, x.dtype)
-    index = _xp.asarray(xp, list(axis), device=device)
+    compute = array_api.compute_dtype(xp, x.dtype)
+    index = array_api.asarray(xp, list(axis), device=device)
     per_freq = xp.take(coords, index, axis=1)
-    angles = _rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
+    angles = rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
     cos, sin = xp.cos(angles), xp.sin(angles)
     head = xp.astype(x, compute, copy=False)
-    return xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    return xp.astype(rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)

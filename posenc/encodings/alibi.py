@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..layers import Layer
 
 __all__ = ["alibi_bias", "alibi_slopes"]
@@ -27,8 +27,8 @@ def _slope_values(num_heads: int, max_bias: float) -> list[float]:
 
 
 def _check_static(num_heads: Any, max_bias: Any) -> tuple[int, float]:
-    num_heads = _params.integer("num_heads", num_heads, minimum=1)
-    max_bias = _params.positive("max_bias", max_bias)
+    num_heads = params.integer("num_heads", num_heads, minimum=1)
+    max_bias = params.positive("max_bias", max_bias)
     return num_heads, max_bias
 
 
@@ -44,9 +44,9 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0, dtype: Any = None,
     an array of the library that defines ``dtype`` (NumPy when None), placed on ``device``.
     """
     num_heads, max_bias = _check_static(num_heads, max_bias)
-    xp = _xp.namespace_of_dtype(dtype)
-    out = _xp.output_dtype(xp, dtype)
-    return _xp.asarray(xp, _slope_values(num_heads, max_bias), dtype=out, device=device)
+    xp = array_api.namespace_of_dtype(dtype)
+    out = array_api.output_dtype(xp, dtype)
+    return array_api.asarray(xp, _slope_values(num_heads, max_bias), dtype=out, device=device)
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
@@ -69,13 +69,13 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
     that defines ``dtype`` (NumPy when None), placed on ``device``.
     """
     num_heads, max_bias = _check_static(num_heads, max_bias)
-    q_len, k_len = _params.query_lengths(q_len, k_len)
-    _params.choice("form", form, FORMS)
-    xp = _xp.namespace_of_dtype(dtype)
-    out = _xp.output_dtype(xp, dtype)
-    compute = _xp.compute_dtype(xp, out)
+    q_len, k_len = params.query_lengths(q_len, k_len)
+    params.choice("form", form, FORMS)
+    xp = array_api.namespace_of_dtype(dtype)
+    out = array_api.output_dtype(xp, dtype)
+    compute = array_api.compute_dtype(xp, out)
 
-    slopes = _xp.asarray(xp, _slope_values(num_heads, max_bias), dtype=compute, device=device)
+    slopes = array_api.asarray(xp, _slope_values(num_heads, max_bias), dtype=compute, device=device)
     slopes = xp.reshape(slopes, (num_heads, 1, 1))
     keys = _arange(xp, 0, k_len, device)
     if form == "key_only":

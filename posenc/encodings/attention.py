@@ -6,7 +6,7 @@ import math
 from types import ModuleType
 from typing import Any
 
-from .. import _params, _shapes, _xp
+from .. import array_api, params, shapes
 from ..errors import ParameterError
 
 __all__ = ["attention"]
@@ -25,26 +25,26 @@ def attention(
     when ``k_len = 0`` (zeros ``[..., q_len, d_v]``). Scores and softmax run in float32 (float64
     for float64 inputs).
     """
-    xp = _xp.namespace(q=q, k=k, v=v, bias=bias, mask=mask)
+    xp = array_api.namespace(q=q, k=k, v=v, bias=bias, mask=mask)
     for name, a in (("q", q), ("k", k), ("v", v)):
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
         if a.ndim < 2:
             raise ParameterError(f"{name} must have at least 2 dims [..., len, dim], got shape "
                                  f"{tuple(a.shape)}")
     if not (q.dtype == k.dtype == v.dtype):
         raise ParameterError(
-            f"q, k and v must share one dtype, got {_xp.dtype_name(q.dtype)}, "
-            f"{_xp.dtype_name(k.dtype)}, {_xp.dtype_name(v.dtype)}")
+            f"q, k and v must share one dtype, got {array_api.dtype_name(q.dtype)}, "
+            f"{array_api.dtype_name(k.dtype)}, {array_api.dtype_name(v.dtype)}")
     if q.shape[-1] != k.shape[-1]:
         raise ParameterError(f"q and k must have the same last dim, got shapes {tuple(q.shape)} "
                              f"and {tuple(k.shape)}")
     if k.shape[-2] != v.shape[-2]:
         raise ParameterError(f"k and v must have the same length (axis -2), got shapes "
                              f"{tuple(k.shape)} and {tuple(v.shape)}")
-    _params.scale(scale)
-    batch = _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
+    params.scale(scale)
+    batch = shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                                      "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))
     for name, a in (("bias", bias), ("mask", mask)):
@@ -52,15 +52,15 @@ def attention(
             continue
         if not hasattr(a, "shape"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _shapes.check_broadcasts_to(name, tuple(a.shape), scores_shape, "[..., q_len, k_len]")
+        shapes.check_broadcasts_to(name, tuple(a.shape), scores_shape, "[..., q_len, k_len]")
     if bias is not None:
-        _xp.check_floating(xp, "bias", bias)
+        array_api.check_floating(xp, "bias", bias)
     if mask is not None and mask.dtype != xp.bool:
         raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
-                             f"{_xp.dtype_name(mask.dtype)}")
+                             f"{array_api.dtype_name(mask.dtype)}")
 
-    s = _params.default_scale(scale, tuple(q.shape))
-    compute = _xp.compute_dtype(xp, q.dtype)
+    s = params.default_scale(scale, tuple(q.shape))
+    compute = array_api.compute_dtype(xp, q.dtype)
     qc, kc, vc = (xp.astype(a, compute, copy=False) for a in (q, k, v))
     scores = xp.matmul(qc, xp.matrix_transpose(kc)) * s
     if bias is not None:
@@ -76,8 +76,8 @@ def softmax_where(xp: ModuleType, scores: Any, mask: Any) -> Any:
     if scores.shape[-1] == 0:
         return scores  # nothing to normalise (and max over an empty axis is undefined)
     if mask is not None:
-        minus_inf = _xp.asarray(xp, -math.inf, dtype=scores.dtype,
-                                device=_xp.device_of(scores))
+        minus_inf = array_api.asarray(xp, -math.inf, dtype=scores.dtype,
+                                device=array_api.device_of(scores))
         scores = xp.where(mask, scores, minus_inf)
     top = xp.max(scores, axis=-1, keepdims=True)
     # a fully masked row has top = -inf; shifting by 0 keeps its exps at exactly 0

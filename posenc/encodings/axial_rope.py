@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
+from .. import array_api, params, rotary
 from ..errors import ParameterError
 from ..layers import Layer
-from . import _rotary
 
 __all__ = ["axial_rope"]
 
@@ -84,30 +83,30 @@ def axial_rope(
     ``(2j, 2j+1)`` (``"interleaved"``: FLUX, axis ``a`` owns a contiguous feature block) or
     ``(j, j + r/2)`` (``"half"``: transformers' Qwen2-VL vision rotary).
     """
-    xp = _xp.namespace(x=x, positions=positions)
-    _params.choice("layout", layout, _rotary.LAYOUTS)
-    base = _params.base(base)
-    device, positions = _rotary.array_inputs(xp, x, positions)
+    xp = array_api.namespace(x=x, positions=positions)
+    params.choice("layout", layout, rotary.LAYOUTS)
+    base = params.base(base)
+    device, positions = rotary.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: axial_rope needs [seq, n_axes] grid coordinates")
     seq, dim, n_axes = _check_shapes(x, positions)
     dims = _axes_dims(axes_dims, dim, n_axes)
     inv_freq, axis = axis_frequencies(dims, base)
     rd, n = sum(dims), sum(dims) // 2
-    compute = _xp.compute_dtype(xp, x.dtype)
-    _xp.check_positions_dtype(xp, positions)
-    _xp.assert_position_range(xp, positions, compute=compute)
+    compute = array_api.compute_dtype(xp, x.dtype)
+    array_api.check_positions_dtype(xp, positions)
+    array_api.assert_position_range(xp, positions, compute=compute)
 
     # P[..., s, j] = positions[..., s, axis[j]]: a gather, exact in any dtype
-    index = _xp.asarray(xp, axis, device=device)  # the default index dtype (int32 in JAX x32)
+    index = array_api.asarray(xp, axis, device=device)  # the default index dtype (int32 in JAX x32)
     per_freq = xp.take(xp.astype(positions, compute), index, axis=positions.ndim - 1)
-    angles = _rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
+    angles = rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
     cos, sin = xp.cos(angles), xp.sin(angles)
 
     head = xp.astype(x[..., :rd], compute, copy=False)
-    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    rotated = xp.astype(rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)

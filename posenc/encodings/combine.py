@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 
 __all__ = ["combine"]
@@ -52,16 +52,16 @@ def combine(x: Any, p: Any, *, mode: str = "add") -> Any:
     (float64 for float64), since ``1 + p`` rounded to bfloat16 would drop the low bits of a
     small p, and rounds once at the end.
     """
-    xp = _xp.namespace(x=x, p=p)
-    _params.choice("mode", mode, MODES)
+    xp = array_api.namespace(x=x, p=p)
+    params.choice("mode", mode, MODES)
     for name, value in (("x", x), ("p", p)):
         if not hasattr(value, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(value).__name__}")
-    _xp.check_floating(xp, "x", x)
-    _xp.check_floating(xp, "p", p)
+    array_api.check_floating(xp, "x", x)
+    array_api.check_floating(xp, "p", p)
     if x.dtype != p.dtype:
         raise ParameterError(
-            f"x has dtype {_xp.dtype_name(x.dtype)} but p has dtype {_xp.dtype_name(p.dtype)}: "
+            f"x has dtype {array_api.dtype_name(x.dtype)} but p has dtype {array_api.dtype_name(p.dtype)}: "
             "cast p to x's dtype first")
     _check_shapes(x, p, mode)
 
@@ -70,7 +70,7 @@ def combine(x: Any, p: Any, *, mode: str = "add") -> Any:
     if mode == "multiply":
         return x * p
     if mode == "scale":
-        compute = _xp.compute_dtype(xp, x.dtype)
+        compute = array_api.compute_dtype(xp, x.dtype)
         wide = xp.astype(x, compute, copy=False) * (1 + xp.astype(p, compute, copy=False))
         return xp.astype(wide, x.dtype, copy=False)
     rows = xp.broadcast_to(p, (*tuple(x.shape[:-1]), int(p.shape[-1])))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 
 __all__ = ["complex_order"]
@@ -24,20 +24,20 @@ def complex_order(
     real-valued models and array libraries without complex dtypes. Angles ``omega * k + phi``
     and the trigonometry run in float32 (float64 for float64 inputs).
     """
-    xp = _xp.namespace(positions=positions, amplitude=amplitude, frequency=frequency,
+    xp = array_api.namespace(positions=positions, amplitude=amplitude, frequency=frequency,
                        phase=phase)
-    _params.choice("output", output, OUTPUTS)
+    params.choice("output", output, OUTPUTS)
     named = {"amplitude": amplitude, "frequency": frequency, "phase": phase}
     for name, a in named.items():
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
     shapes = {name: tuple(a.shape) for name, a in named.items()}
     if len(set(shapes.values())) > 1 or amplitude.ndim < 2:
         described = ", ".join(f"{n} {s}" for n, s in shapes.items())
         raise ParameterError(f"amplitude, frequency and phase must share one shape "
                              f"[..., seq, dim] (at least 2 dims), got {described}")
-    dtypes = {_xp.dtype_name(a.dtype) for a in named.values()}
+    dtypes = {array_api.dtype_name(a.dtype) for a in named.values()}
     if len(dtypes) > 1:
         raise ParameterError(f"amplitude, frequency and phase must share one dtype, got "
                              f"{', '.join(sorted(dtypes))}")
@@ -45,23 +45,23 @@ def complex_order(
         raise ParameterError(
             f"output='complex' needs complex dtypes, which {getattr(xp, '__name__', xp)!r} lacks: "
             "pass output='real_imag' for the (real, imag) pair")
-    device = _xp.device_of(amplitude)
+    device = array_api.device_of(amplitude)
     token_shape = tuple(amplitude.shape[:-1])
     if positions is None:
         seq = token_shape[-1]
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
     else:
         if not hasattr(positions, "dtype"):
-            positions = _xp.asarray(xp, positions, device=device)
+            positions = array_api.asarray(xp, positions, device=device)
         pshape = tuple(positions.shape)
         if pshape != token_shape[-1:] and pshape != token_shape:
             raise ParameterError(
                 f"positions has shape {pshape} but amplitude has shape {shapes['amplitude']}: "
                 f"positions must be [seq] = {list(token_shape[-1:])} or [..., seq] = "
                 f"{list(token_shape)}")
-        _xp.check_positions_dtype(xp, positions)
-    compute = _xp.compute_dtype(xp, amplitude.dtype)
-    _xp.assert_position_range(xp, positions, compute=compute)
+        array_api.check_positions_dtype(xp, positions)
+    compute = array_api.compute_dtype(xp, amplitude.dtype)
+    array_api.assert_position_range(xp, positions, compute=compute)
 
     r, w, p = (xp.astype(a, compute, copy=False) for a in (amplitude, frequency, phase))
     angles = w * xp.astype(positions, compute)[..., None] + p
@@ -70,5 +70,5 @@ def complex_order(
         return (xp.astype(real, amplitude.dtype, copy=False),
                 xp.astype(imag, amplitude.dtype, copy=False))
     cdtype = xp.complex128 if compute == xp.float64 else xp.complex64
-    unit = _xp.asarray(xp, 1j, dtype=cdtype, device=device)
+    unit = array_api.asarray(xp, 1j, dtype=cdtype, device=device)
     return xp.astype(real, cdtype) + xp.astype(imag, cdtype) * unit

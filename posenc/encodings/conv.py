@@ -6,7 +6,7 @@ import itertools
 from types import ModuleType
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight, normal
 
@@ -23,7 +23,7 @@ def _as_array(xp: ModuleType, name: str, value: Any, device: Any) -> Any:
     if value is None or hasattr(value, "dtype"):
         return value
     try:
-        return _xp.asarray(xp, value, device=device)
+        return array_api.asarray(xp, value, device=device)
     except (TypeError, ValueError) as exc:
         raise ParameterError(f"{name} must be an array, got {type(value).__name__}") from exc
 
@@ -99,20 +99,20 @@ def conv(x: Any, kernel: Any, bias: Any = None, *, padding: str = "zeros") -> An
     at most the spatial size it slides over). The sum runs in float32 for bfloat16/float16
     (float64 for float64) and is cast back to ``x``'s dtype.
     """
-    xp = _xp.namespace(x=x, kernel=kernel, bias=bias)
-    _params.choice("padding", padding, PADDINGS)
+    xp = array_api.namespace(x=x, kernel=kernel, bias=bias)
+    params.choice("padding", padding, PADDINGS)
     if not hasattr(x, "dtype"):
         raise ParameterError(f"x must be an array, got {type(x).__name__}")
-    device = _xp.device_of(x)
+    device = array_api.device_of(x)
     kernel = _as_array(xp, "kernel", kernel, device)
     bias = _as_array(xp, "bias", bias, device)
-    _xp.check_floating(xp, "x", x)
-    _xp.check_floating(xp, "kernel", kernel)
+    array_api.check_floating(xp, "x", x)
+    array_api.check_floating(xp, "kernel", kernel)
     if bias is not None:
-        _xp.check_floating(xp, "bias", bias)
+        array_api.check_floating(xp, "bias", bias)
     spatial = _check_shapes(x, kernel, bias, padding)
 
-    compute = _xp.compute_dtype(xp, x.dtype)
+    compute = array_api.compute_dtype(xp, x.dtype)
     xc = xp.astype(x, compute, copy=False)
     kc = xp.astype(kernel, compute, copy=False)
     sizes = _shape(kernel)[:-1]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _shapes, _xp
+from .. import array_api, params, shapes
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -43,13 +43,13 @@ _CONSTANT: list[Any] = []
 def _config(bucket_name: str, bucket_size: Any, position_name: str,
             max_position: Any) -> tuple[int, int]:
     """Validated ``(mid, max_position)`` of a log-bucket configuration."""
-    bucket_size = _params.integer(bucket_name, bucket_size)
+    bucket_size = params.integer(bucket_name, bucket_size)
     if bucket_size < 2 or bucket_size % 2:
         raise ParameterError(
             f"{bucket_name}={bucket_size} must be an even integer >= 2 (bucket_size/2 exact "
             "distances per side, then logarithmic buckets)")
     mid = bucket_size // 2
-    max_position = _params.integer(position_name, max_position)
+    max_position = params.integer(position_name, max_position)
     if max_position < mid + 2:
         raise ParameterError(
             f"{position_name}={max_position} must be >= {bucket_name}/2 + 2 = {mid + 2}: the "
@@ -145,7 +145,7 @@ def _bucket(xp: Any, rel: Any, mid: int, max_position: int, clamp: str, limit: i
     built up to ``limit`` (see :func:`_thresholds`); larger distances get the table's last
     bucket. Computed in at least 32-bit integers, on distances clipped to the table's reach
     (nothing overflows, even at the dtype's minimum); the result is in that wider dtype."""
-    rel = _xp.at_least_int32(xp, rel)  # int8/int16: mid + count would wrap
+    rel = array_api.at_least_int32(xp, rel)  # int8/int16: mid + count would wrap
     reach = min(limit, SUPPORTED)
     if clamp == "original":
         reach = min(reach, max_position - 1)
@@ -158,7 +158,7 @@ def _bucket(xp: Any, rel: Any, mid: int, max_position: int, clamp: str, limit: i
     starts, _ = _thresholds(mid, max_position, reach)
     a = xp.abs(rel)
     if starts.size:
-        table = _xp.asarray(xp, starts, dtype=rel.dtype, device=_xp.device_of(rel))
+        table = array_api.asarray(xp, starts, dtype=rel.dtype, device=array_api.device_of(rel))
         count = xp.astype(xp.searchsorted(table, a, side="right"), rel.dtype)
     else:
         count = xp.zeros_like(a)
@@ -178,11 +178,11 @@ def _largest_bucket(mid: int, max_position: int, clamp: str, reach: int) -> int:
 
 def _signed_integers(xp: Any, name: str, value: Any) -> Any:
     if not hasattr(value, "dtype"):
-        value = _xp.asarray(xp, value)
+        value = array_api.asarray(xp, value)
     if not xp.isdtype(value.dtype, "signed integer"):
         raise ParameterError(
             f"{name} must have a signed integer dtype (query − key distances), got "
-            f"{_xp.dtype_name(value.dtype)}")
+            f"{array_api.dtype_name(value.dtype)}")
     return value
 
 
@@ -205,9 +205,9 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
     ``max_position − 1`` is beyond). Inside jax.jit / torch.compile / tf.function values cannot
     be checked and such distances get the last bucket of the table.
     """
-    xp = _xp.namespace(relative_position=relative_position)
+    xp = array_api.namespace(relative_position=relative_position)
     mid, max_position = _config("bucket_size", bucket_size, "max_position", max_position)
-    _params.choice("clamp", clamp, CLAMPS)
+    params.choice("clamp", clamp, CLAMPS)
     rel = _signed_integers(xp, "relative_position", relative_position)
     limit = int(xp.iinfo(rel.dtype).max)
     # at most mid + MAX_THRESHOLDS: only narrow dtypes (or a huge mid) need the table here
@@ -216,10 +216,10 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
     if largest > limit:
         raise ParameterError(
             f"bucket_size={2 * mid} and max_position={max_position} (clamp={clamp!r}) give "
-            f"buckets up to ±{largest} for {_xp.dtype_name(rel.dtype)} relative positions, "
-            f"beyond the {_xp.dtype_name(rel.dtype)} range of the result: pass a wider "
+            f"buckets up to ±{largest} for {array_api.dtype_name(rel.dtype)} relative positions, "
+            f"beyond the {array_api.dtype_name(rel.dtype)} range of the result: pass a wider "
             "integer dtype")
-    if not _xp.is_traced(rel) and math.prod(tuple(rel.shape)) > 0:
+    if not array_api.is_traced(rel) and math.prod(tuple(rel.shape)) > 0:
         lo, hi = int(xp.min(rel)), int(xp.max(rel))
         reach = min(limit, SUPPORTED)
         if clamp == "original":
@@ -228,7 +228,7 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
         _, covered = _thresholds(mid, max_position, reach)
         for value in (lo, hi):
             if abs(value) > covered:
-                _xp.raise_out_of_range("relative_position", value, -covered, covered + 1)
+                array_api.raise_out_of_range("relative_position", value, -covered, covered + 1)
     out = _bucket(xp, rel, mid, max_position, clamp, limit)
     return xp.astype(out, rel.dtype, copy=False)
 
@@ -237,11 +237,11 @@ def _check_arrays(xp: Any, arrays: dict[str, Any]) -> None:
     for name, a in arrays.items():
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
         if a.ndim < 2:
             raise ParameterError(
                 f"{name} must have at least 2 dims [..., rows, d], got shape {tuple(a.shape)}")
-    dtypes = {name: _xp.dtype_name(a.dtype) for name, a in arrays.items()}
+    dtypes = {name: array_api.dtype_name(a.dtype) for name, a in arrays.items()}
     if len(set(dtypes.values())) > 1:
         described = ", ".join(f"{n} is {d}" for n, d in dtypes.items())
         raise ParameterError(f"q, k and the relative tables must share one dtype, but {described}")
@@ -272,22 +272,22 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
     A missing table drops its term. ``s = 1/sqrt(d·(1 + number of tables))`` unless ``scale``
     is given (it must be when ``d = 0``). Computed in float32 (float64 for float64 inputs), cast back.
     """
-    xp = _xp.namespace(q=q, k=k, rel_k=rel_k, rel_q=rel_q)
+    xp = array_api.namespace(q=q, k=k, rel_k=rel_k, rel_q=rel_q)
     arrays = {n: a for n, a in (("q", q), ("k", k), ("rel_k", rel_k), ("rel_q", rel_q))
               if a is not None}
     _check_arrays(xp, arrays)
-    position_buckets = operator.index(_params.integer("position_buckets", position_buckets))
+    position_buckets = operator.index(params.integer("position_buckets", position_buckets))
     bucketed = position_buckets > 0
     if bucketed:
         mid, max_relative_positions = _config("position_buckets", position_buckets,
                                               "max_relative_positions", max_relative_positions)
         span = position_buckets
     else:
-        max_relative_positions = operator.index(_params.integer(
+        max_relative_positions = operator.index(params.integer(
             "max_relative_positions", max_relative_positions, minimum=1))
         mid, span = 0, max_relative_positions
-    _params.choice("clamp", clamp, CLAMPS)
-    _params.scale(scale)
+    params.choice("clamp", clamp, CLAMPS)
+    params.scale(scale)
     for name in ("rel_k", "rel_q"):
         table = arrays.get(name)
         if table is not None and int(table.shape[-2]) != 2 * span:
@@ -297,17 +297,17 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
             raise ParameterError(
                 f"{name} has shape {tuple(table.shape)}: expected 2·span = {2 * span} rows "
                 f"(axis -2) for {which}")
-    _shapes.broadcast_batch({n: tuple(a.shape[:-2]) for n, a in arrays.items()})
+    shapes.broadcast_batch({n: tuple(a.shape[:-2]) for n, a in arrays.items()})
 
     terms = (rel_k is not None) + (rel_q is not None)
-    s = _params.default_scale(scale, tuple(q.shape), factor=1 + terms,
+    s = params.default_scale(scale, tuple(q.shape), factor=1 + terms,
                               rule="1/sqrt(d·(1 + number of tables))")
-    compute = _xp.compute_dtype(xp, q.dtype)
+    compute = array_api.compute_dtype(xp, q.dtype)
     qc, kc = xp.astype(q, compute, copy=False), xp.astype(k, compute, copy=False)
     scores = xp.matmul(qc, xp.matrix_transpose(kc))
     q_len, k_len = int(q.shape[-2]), int(k.shape[-2])
     if terms and q_len > 0 and k_len > 0:
-        device = _xp.device_of(q)
+        device = array_api.device_of(q)
         # The q_len + k_len − 1 distinct distances i − j, ascending, bucketed once.
         rel = xp.arange(-(k_len - 1), q_len, device=device)
         if bucketed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight, normal
 
@@ -27,30 +27,30 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     a causal mask removes them. Distances are exact integers; everything runs in float32
     (float64 for float64 inputs) and the result is cast back.
     """
-    xp = _xp.namespace(w1=w1, b1=b1, w2=w2, b2=b2)
-    q_len, k_len = _params.query_lengths(q_len, k_len)
-    c = _params.positive("c", c)
-    threshold = _params.positive("threshold", threshold)
+    xp = array_api.namespace(w1=w1, b1=b1, w2=w2, b2=b2)
+    q_len, k_len = params.query_lengths(q_len, k_len)
+    c = params.positive("c", c)
+    threshold = params.positive("threshold", threshold)
     if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < float("inf"):
         raise ParameterError(f"eps={eps!r} must be a finite number >= 0")
     named = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
     for name, a in named.items():
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
     shapes = {name: tuple(a.shape) for name, a in named.items()}
     if (len(shapes["w2"]) != 2 or shapes["w1"] != shapes["w2"][:1] or shapes["b1"] != shapes["w1"]
             or shapes["b2"] != shapes["w2"][1:]):
         described = ", ".join(f"{n} {s}" for n, s in shapes.items())
         raise ParameterError(f"w1, b1, w2, b2 must have shapes [hidden], [hidden], "
                              f"[hidden, heads], [heads], got {described}")
-    dtypes = {_xp.dtype_name(a.dtype) for a in named.values()}
+    dtypes = {array_api.dtype_name(a.dtype) for a in named.values()}
     if len(dtypes) > 1:
         raise ParameterError(f"w1, b1, w2 and b2 must share one dtype, got "
                              f"{', '.join(sorted(dtypes))}")
     heads = shapes["w2"][1]
-    compute = _xp.compute_dtype(xp, w1.dtype)
-    device = _xp.device_of(w1)
+    compute = array_api.compute_dtype(xp, w1.dtype)
+    device = array_api.device_of(w1)
 
     keys = _arange(xp, 0, k_len, device)
     queries = _arange(xp, k_len - q_len, k_len, device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight, normal
 
@@ -17,7 +17,7 @@ def _check_inputs(xp: Any, arrays: dict[str, Any]) -> tuple[int, int]:
     for name, value in arrays.items():
         if not hasattr(value, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(value).__name__}")
-        _xp.check_floating(xp, name, value)
+        array_api.check_floating(xp, name, value)
     shapes = {name: tuple(value.shape) for name, value in arrays.items()}
     p0, w1 = shapes["p0"], shapes["w1"]
     if len(p0) != 1 or p0[0] == 0:
@@ -34,7 +34,7 @@ def _check_inputs(xp: Any, arrays: dict[str, Any]) -> tuple[int, int]:
             raise ParameterError(
                 f"{name} has shape {shapes[name]} but p0 has shape {p0} and w1 has shape {w1}: "
                 f"{name} must be {list(shape)}")
-    dtypes = {name: _xp.dtype_name(value.dtype) for name, value in arrays.items()}
+    dtypes = {name: array_api.dtype_name(value.dtype) for name, value in arrays.items()}
     if len(set(dtypes.values())) > 1:
         listed = ", ".join(f"{name} is {dt}" for name, dt in dtypes.items())
         raise ParameterError(f"p0, w1, b1, w2 and b2 must have one dtype, but {listed}")
@@ -67,13 +67,13 @@ def floater(
     cast back.
     """
     arrays = {"p0": p0, "w1": w1, "b1": b1, "w2": w2, "b2": b2}
-    xp = _xp.namespace(**arrays)
-    length = _params.integer("length", length, minimum=1)
-    dt = _params.positive("dt", dt)
-    steps = _params.integer("steps", steps, minimum=1)
+    xp = array_api.namespace(**arrays)
+    length = params.integer("length", length, minimum=1)
+    dt = params.positive("dt", dt)
+    steps = params.integer("steps", steps, minimum=1)
     d, hidden = _check_inputs(xp, arrays)
     dtype = p0.dtype
-    compute = _xp.compute_dtype(xp, dtype)
+    compute = array_api.compute_dtype(xp, dtype)
     p0, w1, b1, w2, b2 = (xp.astype(a, compute, copy=False) for a in arrays.values())
     w1_p, w1_t = w1[:d, :], xp.reshape(w1[d, :], (1, hidden))
     b1, b2 = xp.reshape(b1, (1, hidden)), xp.reshape(b2, (1, d))

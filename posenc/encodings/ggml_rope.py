@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np  # host-side float32 rounding of static parameters only
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 
 __all__ = ["ggml_rope"]
@@ -113,28 +113,28 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     ``ggml_rope_yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)`` and the
     extra attention factor ``1 + 0.1 ln(1/freq_scale)``).
     """
-    xp = _xp.namespace(x=x, positions=positions)
-    _xp.check_floating(xp, "x", x)
-    _params.choice("mode", mode, MODES)
+    xp = array_api.namespace(x=x, positions=positions)
+    array_api.check_floating(xp, "x", x)
+    params.choice("mode", mode, MODES)
     if x.ndim < 2:
         raise ParameterError(f"x must be [..., seq, dim], got shape {tuple(x.shape)}")
     seq, dim = int(x.shape[-2]), int(x.shape[-1])
     if n_dims is None:
         n_dims = dim // 2 if mode == "vision" else dim
-    n_dims = _params.integer("n_dims", n_dims, minimum=2)
+    n_dims = params.integer("n_dims", n_dims, minimum=2)
     if n_dims % 2 and mode != "vision":
         raise ParameterError(f"n_dims={n_dims} is odd: rope rotates pairs of features")
     if mode == "vision" and 2 * n_dims != dim:
         raise ParameterError(f"mode='vision' needs n_dims = dim / 2 = {dim / 2:g}, got {n_dims}")
     if n_dims > dim:
         raise ParameterError(f"n_dims={n_dims} exceeds the head width dim={dim}")
-    freq_base = float(_params.positive("freq_base", freq_base))
-    freq_scale = float(_params.positive("freq_scale", freq_scale))
+    freq_base = float(params.positive("freq_base", freq_base))
+    freq_scale = float(params.positive("freq_scale", freq_scale))
     ext_factor = _number("ext_factor", ext_factor)
     attn_factor = _number("attn_factor", attn_factor)
     beta_fast = _number("beta_fast", beta_fast)
     beta_slow = _number("beta_slow", beta_slow)
-    n_ctx_orig = _params.integer("n_ctx_orig", n_ctx_orig, minimum=0)
+    n_ctx_orig = params.integer("n_ctx_orig", n_ctx_orig, minimum=0)
     if ext_factor != 0 and n_ctx_orig < 1:
         raise ParameterError(f"ext_factor={ext_factor!r} (YaRN) needs n_ctx_orig >= 1, "
                              f"got {n_ctx_orig}")
@@ -144,14 +144,14 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         if not isinstance(freq_factors, list | tuple | np.ndarray) or len(freq_factors) != n_pairs:
             raise ParameterError(f"freq_factors must be a list of {n_pairs} numbers (one per "
                                  f"rotated pair), got {freq_factors!r}")
-        factors = [_f32(_params.positive(f"freq_factors[{i}]", v))
+        factors = [_f32(params.positive(f"freq_factors[{i}]", v))
                    for i, v in enumerate(freq_factors)]
     else:
         factors = [1.0] * n_pairs
 
     if not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=_xp.device_of(x))
-    _xp.check_positions_dtype(xp, positions)
+        positions = array_api.asarray(xp, positions, device=array_api.device_of(x))
+    array_api.check_positions_dtype(xp, positions)
     expected = (seq,) if secs is None else (4, seq)
     if tuple(positions.shape) != expected:
         raise ParameterError(f"positions has shape {tuple(positions.shape)}, expected "
@@ -173,12 +173,12 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         mscale = _f32(mscale * _f32(1.0 + _f32(_f32(0.1) * log_scale)))
 
     f32 = xp.float32
-    device = _xp.device_of(x)
-    compute = _xp.compute_dtype(xp, x.dtype)
+    device = array_api.device_of(x)
+    compute = array_api.compute_dtype(xp, x.dtype)
     exact = compute == xp.float64
 
     def const(values: Any) -> Any:
-        return _xp.asarray(xp, values, dtype=f32, device=device)
+        return array_api.asarray(xp, values, dtype=f32, device=device)
 
     def op(fn: Any, a: Any, b: Any) -> Any:
         """One float32 operation as C does it. With float64 at hand: exact in float64, then
@@ -227,7 +227,7 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     axis = x.ndim - 1
 
     def take(index: list[int]) -> Any:
-        return xp.astype(xp.take(x, _xp.asarray(xp, index, dtype=xp.int64, device=device),
+        return xp.astype(xp.take(x, array_api.asarray(xp, index, dtype=xp.int64, device=device),
                                  axis=axis), compute)
 
     xa, xb = take(a), take(b)
@@ -239,5 +239,5 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     for k, j in enumerate(order):
         inverse[j] = k
     joined = xp.concat(parts, axis=axis)
-    out = xp.take(joined, _xp.asarray(xp, inverse, dtype=xp.int64, device=device), axis=axis)
+    out = xp.take(joined, array_api.asarray(xp, inverse, dtype=xp.int64, device=device), axis=axis)
     return xp.astype(out, x.dtype)

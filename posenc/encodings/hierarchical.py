@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -17,7 +17,7 @@ POLICIES = ("error", "clip")
 def _alpha(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(f"alpha must be a number, got {value!r} ({type(value).__name__})")
-    # comparisons rather than math.isfinite (NaN fails both): see _params.positive
+    # comparisons rather than math.isfinite (NaN fails both): see params.positive
     if not 0 < value < 1:
         raise ParameterError(f"alpha={value!r} must be a finite number strictly between 0 and 1")
     return float(value)
@@ -37,15 +37,15 @@ def hierarchical(positions: Any, table: Any, *, alpha: float = 0.4, out_of_range
     :class:`~posenc.errors.PositionOutOfRangeError` in eager mode and gives NaN rows inside
     jax.jit / torch.compile / tf.function; ``"clip"`` clamps into ``[0, n² − 1]``.
     """
-    xp = _xp.namespace(positions=positions, table=table)
-    _params.choice("out_of_range", out_of_range, POLICIES)
+    xp = array_api.namespace(positions=positions, table=table)
+    params.choice("out_of_range", out_of_range, POLICIES)
     alpha = _alpha(alpha)
-    positions, n, dim = _xp.table_and_positions(xp, positions, table, table_shape="[n, dim]")
-    positions = _xp.at_least_int32(xp, positions)  # exact: the range check sees the same values
+    positions, n, dim = array_api.table_and_positions(xp, positions, table, table_shape="[n, dim]")
+    positions = array_api.at_least_int32(xp, positions)  # exact: the range check sees the same values
     count = n * n
-    traced = _xp.is_traced(positions)
+    traced = array_api.is_traced(positions)
     if out_of_range == "error" and not traced:
-        _xp.check_position_range(xp, positions, compute=None, low=0, high=count)
+        array_api.check_position_range(xp, positions, compute=None, low=0, high=count)
 
     # The largest valid position that the positions' dtype can hold (n² may exceed int32).
     last = min(count - 1, int(xp.iinfo(positions.dtype).max))
@@ -56,7 +56,7 @@ def hierarchical(positions: Any, table: Any, *, alpha: float = 0.4, out_of_range
     index = xp.where(index > last, xp.full_like(index, last), index)
     coarse, fine = index // n, index % n
 
-    compute = _xp.compute_dtype(xp, table.dtype)
+    compute = array_api.compute_dtype(xp, table.dtype)
     p = xp.astype(table, compute, copy=False)
     # alpha/(1 - alpha)·(p_i − p_0): row 0 is exactly zero, so q_k = p_k + 0 = p_k for k < n.
     shift = (alpha / (1.0 - alpha)) * (p - p[0:1, :])
@@ -64,7 +64,7 @@ def hierarchical(positions: Any, table: Any, *, alpha: float = 0.4, out_of_range
     rows = xp.astype(rows, table.dtype, copy=False)
     if out_of_range == "error" and traced:
         outside = (flat < 0) | (flat > last)
-        nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=_xp.device_of(table))
+        nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=array_api.device_of(table))
         rows = xp.where(outside[:, None], nan, rows)
     return xp.reshape(rows, (*shape, dim))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import Layer, Weight, uniform
 
@@ -30,33 +30,33 @@ def kerple(q_len: int, k_len: int, r1: Any, r2: Any, *, form: str = "log") -> An
     Inside jax.jit / torch.compile / tf.function their values cannot be inspected: the heads
     with such a parameter get NaN in every entry instead (loud, never a plausible bias).
     """
-    xp = _xp.namespace(r1=r1, r2=r2)
-    _params.choice("form", form, FORMS)
-    q_len, k_len = _params.query_lengths(q_len, k_len)
+    xp = array_api.namespace(r1=r1, r2=r2)
+    params.choice("form", form, FORMS)
+    q_len, k_len = params.query_lengths(q_len, k_len)
     for name, a in (("r1", r1), ("r2", r2)):
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
     if r1.ndim != 1 or tuple(r1.shape) != tuple(r2.shape):
         raise ParameterError(f"r1 and r2 must both have shape [heads], got r1 "
                              f"{tuple(r1.shape)} and r2 {tuple(r2.shape)}")
     if r1.dtype != r2.dtype:
-        raise ParameterError(f"r1 and r2 must share one dtype, got {_xp.dtype_name(r1.dtype)} "
-                             f"and {_xp.dtype_name(r2.dtype)}")
+        raise ParameterError(f"r1 and r2 must share one dtype, got {array_api.dtype_name(r1.dtype)} "
+                             f"and {array_api.dtype_name(r2.dtype)}")
     heads = int(r1.shape[0])
-    compute = _xp.compute_dtype(xp, r1.dtype)
+    compute = array_api.compute_dtype(xp, r1.dtype)
     a, b = xp.astype(r1, compute), xp.astype(r2, compute)
     # finite and > 0 (NaN fails both comparisons); the power kernel is CPD only for r2 <= 2
     r2_high = 2.0 if form == "power" else float("inf")
     bad_r1 = ~((a > 0) & (a < float("inf")))
     bad_r2 = ~((b > 0) & (b <= r2_high) & (b < float("inf")))
-    if not _xp.is_traced(r1):
+    if not array_api.is_traced(r1):
         _check(xp, "r1", r1, bad_r1, "must be finite and > 0")
         _check(xp, "r2", r2, bad_r2,
                "must be > 0 and <= 2 for form='power'" if form == "power"
                else "must be finite and > 0")
 
-    device = _xp.device_of(r1)
+    device = array_api.device_of(r1)
     keys = _arange(xp, 0, k_len, device)
     queries = _arange(xp, k_len - q_len, k_len, device)
     distance = xp.abs(xp.reshape(queries, (q_len, 1)) - xp.reshape(keys, (1, k_len)))

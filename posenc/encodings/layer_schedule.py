@@ -9,7 +9,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _xp
+from .. import array_api
 from ..errors import ParameterError, Unsupported
 from .rope_frequencies import SCHEDULES
 
@@ -249,9 +249,9 @@ def layer_schedule(config: Mapping[str, Any], *, dtype: Any = None, device: Any 
         else:
             rows.append([1.0, float(local), float(SCHEDULES.index(rope["rope_type"])),
                          float(rope["rope_theta"]), float(rope.get("factor") or 1.0)])
-    xp = _xp.namespace_of_dtype(dtype)
-    out = _xp.output_dtype(xp, dtype)
-    if _xp.dtype_name(out) not in ("float32", "float64"):
-        raise Unsupported(f"dtype={_xp.dtype_name(out)}: layer_schedule needs float32 or "
+    xp = array_api.namespace_of_dtype(dtype)
+    out = array_api.output_dtype(xp, dtype)
+    if array_api.dtype_name(out) not in ("float32", "float64"):
+        raise Unsupported(f"dtype={array_api.dtype_name(out)}: layer_schedule needs float32 or "
                           "float64 (rope_theta reaches 1e7)")
-    return _xp.asarray(xp, rows, dtype=out, device=device)
+    return array_api.asarray(xp, rows, dtype=out, device=device)

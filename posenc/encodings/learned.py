@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..layers import Layer, Weight, normal
 
 __all__ = ["learned"]
@@ -22,14 +22,14 @@ def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
     ``"clip"`` clamps positions into range (what JAX's gather does by default).
     Negative positions never wrap around.
     """
-    xp = _xp.namespace(positions=positions, table=table)
-    _params.choice("out_of_range", out_of_range, POLICIES)
-    positions, max_len, dim = _xp.table_and_positions(xp, positions, table,
+    xp = array_api.namespace(positions=positions, table=table)
+    params.choice("out_of_range", out_of_range, POLICIES)
+    positions, max_len, dim = array_api.table_and_positions(xp, positions, table,
                                                       table_shape="[max_len, dim]")
-    positions = _xp.at_least_int32(xp, positions)  # exact: the range check sees the same values
-    traced = _xp.is_traced(positions)
+    positions = array_api.at_least_int32(xp, positions)  # exact: the range check sees the same values
+    traced = array_api.is_traced(positions)
     if out_of_range == "error" and not traced:
-        _xp.check_position_range(xp, positions, compute=None, low=0, high=max_len)
+        array_api.check_position_range(xp, positions, compute=None, low=0, high=max_len)
 
     shape = tuple(positions.shape)
     flat = xp.reshape(positions, (-1,))
@@ -40,7 +40,7 @@ def learned(positions: Any, table: Any, *, out_of_range: str = "error") -> Any:
     rows = xp.take(table, index, axis=0)
     if out_of_range == "error" and traced:
         outside = (flat < 0) | (flat >= max_len)
-        nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=_xp.device_of(table))
+        nan = xp.full((1, 1), float("nan"), dtype=table.dtype, device=array_api.device_of(table))
         rows = xp.where(outside[:, None], nan, rows)
     return xp.reshape(rows, (*shape, dim))
 

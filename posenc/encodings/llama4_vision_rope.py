@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
-from . import _rotary, _vision
+from .. import array_api, params, rotary
+from . import _vision
 
 __all__ = ["llama4_vision_rope"]
 
@@ -19,13 +19,13 @@ def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0) -> Any:
     ``(2j, 2j+1)``: the first d/4 rotate by ``(column + 1)·base^(-4j/d)``, the next d/4 by
     ``(row + 1)·base^(-4j/d)`` (transformers Llama4VisionRotaryEmbedding). Unlike
     :func:`axial_rope`, the patch at (0, 0) is rotated (coordinates count from 1)."""
-    xp = _xp.namespace(x=x, positions=positions)
-    base = _params.base(base)
-    device, positions = _rotary.array_inputs(xp, x, positions)
+    xp = array_api.namespace(x=x, positions=positions)
+    base = params.base(base)
+    device, positions = rotary.array_inputs(xp, x, positions)
     seq, dim = _vision.check_x(x, "llama4_vision_rope")
     _vision.check_grid(xp, positions, seq)
-    compute = _xp.compute_dtype(xp, x.dtype)
-    _xp.assert_position_range(xp, positions, compute=compute)
+    compute = array_api.compute_dtype(xp, x.dtype)
+    array_api.assert_position_range(xp, positions, compute=compute)
     cls = xp.any(positions < 0, axis=1, keepdims=True)
     one_based = xp.where(cls, xp.zeros_like(positions), positions + 1)
     coords = xp.astype(xp.stack([one_based[:, 1], one_based[:, 0]], axis=1), compute)

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from .rope import rope
 from .rope_frequencies import schedule_type
@@ -67,11 +67,11 @@ def mla_rope(
     rope_scaling dict (DeepSeek's YaRN; ``factor`` and ``mscale_all_dim`` also enter the
     softmax scale ``qk_head_dim^-0.5 · mscale²``, returned as a float).
     """
-    xp = _xp.namespace(q=q, k_rot=k_rot, positions=positions)
-    _params.choice("layout", layout, LAYOUTS)
+    xp = array_api.namespace(q=q, k_rot=k_rot, positions=positions)
+    params.choice("layout", layout, LAYOUTS)
     dim, r = _check(q, k_rot)
-    _xp.check_floating(xp, "q", q)
-    _xp.check_floating(xp, "k_rot", k_rot)
+    array_api.check_floating(xp, "q", q)
+    array_api.check_floating(xp, "k_rot", k_rot)
     nope = dim - r
 
     def rotated(x: Any) -> Any:

@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
+from .. import array_api, params, rotary
 from ..errors import ParameterError
 from ..layers import Layer
-from . import _rotary
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["mrope"]
@@ -122,28 +121,28 @@ def mrope(
     sets ``interleaved``. ``layout`` pairs features as in :func:`posenc.rope` (``"half"``:
     transformers). When t = h = w, the result is that of rope.
     """
-    xp = _xp.namespace(x=x, positions=positions)
-    _params.choice("layout", layout, _rotary.LAYOUTS)
-    device, positions = _rotary.array_inputs(xp, x, positions)
+    xp = array_api.namespace(x=x, positions=positions)
+    params.choice("layout", layout, rotary.LAYOUTS)
+    device, positions = rotary.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: mrope needs [3, seq] (t, h, w) position ids")
     seq, dim = _check_shapes(x, positions)
     sched, axis = _configure(dim, sections, interleaved, base, scaling)
     rd, n = sched.rotary_dim, sched.rotary_dim // 2
-    compute = _xp.compute_dtype(xp, x.dtype)
-    _xp.check_positions_dtype(xp, positions)
-    _xp.assert_position_range(xp, positions, compute=compute)
+    compute = array_api.compute_dtype(xp, x.dtype)
+    array_api.check_positions_dtype(xp, positions)
+    array_api.assert_position_range(xp, positions, compute=compute)
 
     # P[..., s, j] = positions[axis[j], ..., s]: a static selection, exact in any dtype
     p = xp.astype(positions, compute)
-    is_h = _xp.asarray(xp, [a == 1 for a in axis], device=device)
-    is_w = _xp.asarray(xp, [a == 2 for a in axis], device=device)
+    is_h = array_api.asarray(xp, [a == 1 for a in axis], device=device)
+    is_w = array_api.asarray(xp, [a == 2 for a in axis], device=device)
     per_freq = xp.where(is_h, p[1, ..., None], xp.where(is_w, p[2, ..., None], p[0, ..., None]))
-    angles = _rotary.scheduled_phases(xp, per_freq, sched, compute=compute, device=device,
+    angles = rotary.scheduled_phases(xp, per_freq, sched, compute=compute, device=device,
                                       all_positions=p)
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
-    return _rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
+    return rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
                          factor=sched.attention_factor)
 
 

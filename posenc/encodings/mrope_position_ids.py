@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
-from .._host_cache import compiling
+from .. import array_api, params
 from ..errors import ParameterError
+from ..host_cache import compiling
 
 __all__ = ["mrope_position_ids"]
 
@@ -107,10 +107,10 @@ def mrope_position_ids(
     one frame ``(1, h, w)``, separated in the sequence by their timestamp text.
     ``attention_mask`` ``[batch, seq]``: padding is skipped and gets id 0.
     ``rope_deltas = max id + 1 - tokens``: decoding step ``s`` uses ``s + rope_deltas``."""
-    xp = _xp.namespace(token_types=token_types, image_grid_thw=image_grid_thw,
+    xp = array_api.namespace(token_types=token_types, image_grid_thw=image_grid_thw,
                        video_grid_thw=video_grid_thw, second_per_grid_ts=second_per_grid_ts,
                        attention_mask=attention_mask)
-    _params.choice("advance", advance, ADVANCES)
+    params.choice("advance", advance, ADVANCES)
     if isinstance(spatial_merge_size, bool):
         raise ParameterError(f"spatial_merge_size={spatial_merge_size!r} must be a positive int")
     try:
@@ -153,14 +153,14 @@ def mrope_position_ids(
         _check_grids(host_types, mask, {1: image_grid_thw, 2: videos}, merge)
 
     index = token_types.dtype
-    device = _xp.device_of(token_types)
+    device = array_api.device_of(token_types)
 
     def zeros(n: int) -> Any:
-        return _xp.asarray(xp, [0] * n, dtype=index, device=device)
+        return array_api.asarray(xp, [0] * n, dtype=index, device=device)
     types = xp.reshape(token_types, (batch * seq,))
     valid = (xp.ones_like(types) if attention_mask is None
              else xp.astype(xp.reshape(attention_mask, (batch * seq,)) != 0, index))
-    rows = _xp.asarray(xp, list(range(batch)), dtype=index, device=device)
+    rows = array_api.asarray(xp, list(range(batch)), dtype=index, device=device)
     row = xp.reshape(xp.broadcast_to(xp.reshape(rows, (batch, 1)),
                                      (batch, seq)), (batch * seq,))
     count = xp.cumulative_sum(valid)  # valid tokens up to and including each, over the batch
@@ -192,7 +192,7 @@ def mrope_position_ids(
     f32 = xp.float32
     interval = xp.astype(xp.ones_like(types), f32)
     if tokens_per_second is not None and video_grid_thw is not None:
-        seconds = (_xp.asarray(xp, [1.0] * int(video_grid_thw.shape[0]), dtype=f32,
+        seconds = (array_api.asarray(xp, [1.0] * int(video_grid_thw.shape[0]), dtype=f32,
                                device=device)
                    if second_per_grid_ts is None else xp.astype(second_per_grid_ts, f32))
         per_video = xp.take(seconds, _clip(xp, ordinals[2], int(seconds.shape[0]) - 1))

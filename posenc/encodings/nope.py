@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _xp
+from .. import array_api
 from ..errors import ParameterError
 
 __all__ = ["nope"]
@@ -16,8 +16,8 @@ def nope(x: Any, positions: Any = None) -> Any:
 
     Without a causal mask, attention over NoPE queries and keys is permutation-equivariant;
     with one, order is still visible through the mask."""
-    xp = _xp.namespace(x=x, positions=positions)
+    xp = array_api.namespace(x=x, positions=positions)
     if x.ndim < 2:
         raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    _xp.check_floating(xp, "x", x)
+    array_api.check_floating(xp, "x", x)
     return x

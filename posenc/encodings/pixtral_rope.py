@@ -6,9 +6,9 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params, rotary
 from ..errors import ParameterError
-from . import _rotary, _vision
+from . import _vision
 
 __all__ = ["pixtral_rope"]
 
@@ -30,9 +30,9 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
     ladder θ_k = base^(-2k/dim), k < dim/2: rows take θ_0, θ_2, ..., columns θ_1, θ_3, ...;
     feature j pairs with j + dim/2 (rotate_half), the row's frequencies first. Unlike
     :func:`axial_rope` with two halves, the column frequencies are base^(-(4i+2)/dim)."""
-    xp = _xp.namespace(x=x, positions=positions)
-    base = _params.base(base)
-    device, positions = _rotary.array_inputs(xp, x, positions)
+    xp = array_api.namespace(x=x, positions=positions)
+    base = params.base(base)
+    device, positions = rotary.array_inputs(xp, x, positions)
     seq, dim = _vision.check_x(x, "pixtral_rope")
     if positions is not None and positions.ndim == 1:
         if max_width is None:
@@ -54,8 +54,8 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
                              axis=1)
     else:
         _vision.check_grid(xp, positions, seq)
-    compute = _xp.compute_dtype(xp, x.dtype)
-    _xp.assert_position_range(xp, positions, compute=compute)
+    compute = array_api.compute_dtype(xp, x.dtype)
+    array_api.assert_position_range(xp, positions, compute=compute)
     inv_freq, axis = pixtral_frequencies(dim, base)
     return _vision.rotate_by_coordinates(xp, x, xp.astype(positions, compute), inv_freq, axis,
                                          "half", device)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 
 __all__ = ["permute_qk", "qk_permutation_indices"]
@@ -26,9 +26,9 @@ def qk_permutation_indices(features: int, *, n_heads: int, to: str = "half",
                            rope_slice: str = "first") -> list[int]:
     """For each result row, the source row (``out[k] = w[index[k]]``) of a feature axis of
     ``features = n_heads * head_dim`` rows; see :func:`permute_qk`."""
-    n_heads = _params.integer("n_heads", n_heads, minimum=1)
-    _params.choice("to", to, LAYOUTS)
-    _params.choice("rope_slice", rope_slice, SLICES)
+    n_heads = params.integer("n_heads", n_heads, minimum=1)
+    params.choice("to", to, LAYOUTS)
+    params.choice("rope_slice", rope_slice, SLICES)
     if features % n_heads:
         raise ParameterError(
             f"n_heads={n_heads} does not divide the feature axis ({features} rows): "
@@ -36,7 +36,7 @@ def qk_permutation_indices(features: int, *, n_heads: int, to: str = "half",
     head_dim = features // n_heads
     if rotary_dim is None:
         rotary_dim = head_dim
-    rotary_dim = _params.integer("rotary_dim", rotary_dim, minimum=2)
+    rotary_dim = params.integer("rotary_dim", rotary_dim, minimum=2)
     if rotary_dim % 2:
         raise ParameterError(f"rotary_dim={rotary_dim} is odd: rope rotates pairs of rows")
     if rotary_dim > head_dim:
@@ -71,7 +71,7 @@ def permute_qk(w: Any, *, n_heads: int, to: str = "half", rotary_dim: int | None
     """
     if not hasattr(w, "shape"):
         raise ParameterError(f"w must be an array, got {type(w).__name__}")
-    xp = _xp.namespace(w=w)
+    xp = array_api.namespace(w=w)
     if isinstance(axis, bool) or not isinstance(axis, int):
         try:
             axis = operator.index(axis)
@@ -83,5 +83,5 @@ def permute_qk(w: Any, *, n_heads: int, to: str = "half", rotary_dim: int | None
     features = int(tuple(w.shape)[axis])
     index = qk_permutation_indices(features, n_heads=n_heads, to=to, rotary_dim=rotary_dim,
                                    rope_slice=rope_slice)
-    index_array = _xp.asarray(xp, index, dtype=xp.int64, device=_xp.device_of(w))
+    index_array = array_api.asarray(xp, index, dtype=xp.int64, device=array_api.device_of(w))
     return xp.take(w, index_array, axis=axis % ndim)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 
 __all__ = ["query_temperature"]
@@ -31,7 +31,7 @@ def _check_ids(xp: Any, name: str, ids: Any, ndim: int) -> None:
         shape = "[seq]" if ndim == 1 else "[batch, seq]"
         raise ParameterError(f"{name} must have shape {shape}, got shape {tuple(ids.shape)}")
     if not xp.isdtype(ids.dtype, "integral"):
-        raise ParameterError(f"{name} must have an integer dtype, got {_xp.dtype_name(ids.dtype)}")
+        raise ParameterError(f"{name} must have an integer dtype, got {array_api.dtype_name(ids.dtype)}")
 
 
 def query_temperature(
@@ -49,13 +49,13 @@ def query_temperature(
     arithmetic; the log runs in float32 (float64 for a float64 ``dtype``), the result has
     ``dtype`` (float32 by default). Multiply ``q[b, :, s, :]`` by ``out[b, s]`` (or ``out[s]``).
     """
-    xp = _xp.namespace(cache_position=cache_position, position_ids=position_ids)
-    _params.choice("form", form, FORMS)
+    xp = array_api.namespace(cache_position=cache_position, position_ids=position_ids)
+    params.choice("form", form, FORMS)
     floor_scale = _floor_scale(floor_scale)
     if isinstance(scale, bool) or not isinstance(scale, int | float):
         raise ParameterError(f"scale={scale!r} must be a number")
-    out = _xp.output_dtype(xp, dtype)
-    compute = _xp.compute_dtype(xp, out)
+    out = array_api.output_dtype(xp, dtype)
+    compute = array_api.compute_dtype(xp, out)
     _check_ids(xp, "cache_position", cache_position, 1)
     if position_ids is not None:
         _check_ids(xp, "position_ids", position_ids, 2)

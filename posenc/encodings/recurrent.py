@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import IDENTITY, Layer, Weight, normal
 
@@ -15,7 +15,7 @@ def _check_inputs(xp: Any, p0: Any, transition: Any) -> int:
     for name, value in (("p0", p0), ("transition", transition)):
         if not hasattr(value, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(value).__name__}")
-        _xp.check_floating(xp, name, value)
+        array_api.check_floating(xp, name, value)
     pshape, ashape = tuple(p0.shape), tuple(transition.shape)
     if len(pshape) != 1 or pshape[0] == 0:
         raise ParameterError(f"p0 must have shape [d] with d >= 1, got shape {pshape}")
@@ -26,8 +26,8 @@ def _check_inputs(xp: Any, p0: Any, transition: Any) -> int:
             f"[d, d] = [{d}, {d}]")
     if p0.dtype != transition.dtype:
         raise ParameterError(
-            f"p0 and transition must have the same dtype, got {_xp.dtype_name(p0.dtype)} and "
-            f"{_xp.dtype_name(transition.dtype)}")
+            f"p0 and transition must have the same dtype, got {array_api.dtype_name(p0.dtype)} and "
+            f"{array_api.dtype_name(transition.dtype)}")
     return d
 
 
@@ -46,11 +46,11 @@ def recurrent(p0: Any, transition: Any, *, length: int) -> Any:
     linearly in ``k``, as in the step-by-step recursion. Computed in float32 for
     bfloat16/float16/float32 inputs (float64 for float64) and cast back.
     """
-    xp = _xp.namespace(p0=p0, transition=transition)
-    length = _params.integer("length", length, minimum=1)
+    xp = array_api.namespace(p0=p0, transition=transition)
+    length = params.integer("length", length, minimum=1)
     d = _check_inputs(xp, p0, transition)
     dtype = p0.dtype
-    compute = _xp.compute_dtype(xp, dtype)
+    compute = array_api.compute_dtype(xp, dtype)
     table = xp.reshape(xp.astype(p0, compute, copy=False), (1, d))
     power_t = xp.matrix_transpose(xp.astype(transition, compute, copy=False))  # (A^1).T
     rows = 1

@@ -6,17 +6,19 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params, rotary
 from ..errors import ParameterError
 from ..layers import Layer
-from . import _rotary
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["rope"]
 
 
-def _resolve(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] | None,
-             seq_len: Any, positions: Any, seq: int) -> Schedule:
+def rope_schedule(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] | None,
+                  seq_len: Any, positions: Any, seq: int) -> Schedule:
+    """The frequency schedule :func:`rope` uses for a head of width ``dim`` (``seq``: the length
+    of ``x``, the default ``seq_len`` of the dynamic and LongRoPE scalings): ``rotary_dim`` and
+    ``scaling`` checked against each other and the head."""
     name = schedule_type(scaling)
     if scaling is not None and "mrope_section" in scaling:
         raise ParameterError("scaling has mrope_section: multimodal position ids need "
@@ -31,7 +33,7 @@ def _resolve(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, Any] 
             "rope_type='dynamic' needs seq_len= when positions are given (transformers uses "
             "max(position_ids) + 1; pass it explicitly: the frequencies depend on it)")
     if rotary_dim is not None or scaling is None or "partial_rotary_factor" not in scaling:
-        width = _rotary.rotary_width(dim, rotary_dim)
+        width = rotary.rotary_width(dim, rotary_dim)
         if name == "proportional" and width != dim:
             raise ParameterError(f"rotary_dim={rotary_dim!r}: rope_type='proportional' rotates "
                                  "the whole head (use partial_rotary_factor)")
@@ -45,15 +47,15 @@ def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any
     """:func:`rope`'s arguments checked: ``(xp, device, positions, schedule)``, positions an
     array on the device of ``x`` (or None), exact and in range. Fused kernels share it
     (``check_range=False``: the kernel checks the positions' range itself)."""
-    xp = _xp.namespace(x=x, positions=positions)
-    _params.choice("layout", layout, _rotary.LAYOUTS)
-    device, positions = _rotary.array_inputs(xp, x, positions)
-    seq, dim = _rotary.check_shapes(x, positions)
-    sched = _resolve(dim, rotary_dim, base, scaling, seq_len, positions, seq)
+    xp = array_api.namespace(x=x, positions=positions)
+    params.choice("layout", layout, rotary.LAYOUTS)
+    device, positions = rotary.array_inputs(xp, x, positions)
+    seq, dim = rotary.check_shapes(x, positions)
+    sched = rope_schedule(dim, rotary_dim, base, scaling, seq_len, positions, seq)
     if positions is not None:
-        _xp.check_positions_dtype(xp, positions)
+        array_api.check_positions_dtype(xp, positions)
         if check_range:
-            _xp.assert_position_range(xp, positions, compute=_xp.compute_dtype(xp, x.dtype))
+            array_api.assert_position_range(xp, positions, compute=array_api.compute_dtype(xp, x.dtype))
     return xp, device, positions, sched
 
 
@@ -79,7 +81,7 @@ def rope(
     """
     cos, sin, rd = rope_cos_sin(x, positions, base=base, layout=layout, rotary_dim=rotary_dim,
                                 scaling=scaling, seq_len=seq_len)
-    return _rotary.apply_cos_sin(_xp.namespace(x=x), x, cos, sin, rotary_dim=rd, layout=layout)
+    return rotary.apply_cos_sin(array_api.namespace(x=x), x, cos, sin, rotary_dim=rd, layout=layout)
 
 
 def rope_cos_sin(
@@ -90,21 +92,21 @@ def rope_cos_sin(
     """``(cos, sin, rotary_dim)`` that :func:`rope` rotates ``x`` by, arguments checked alike:
     half-width ``[..., seq, rotary_dim/2]`` in the compute dtype, times the attention factor
     and lined up with ``x``. Tensors of ``x``'s shape but for the head count (a key beside its
-    query) rotate by the same ones (``_rotary.apply_cos_sin``)."""
+    query) rotate by the same ones (``rotary.apply_cos_sin``)."""
     xp, device, positions, sched = prepare(x, positions, base=base, layout=layout,
                                            rotary_dim=rotary_dim, scaling=scaling,
                                            seq_len=seq_len)
     rd, seq = sched.rotary_dim, operator.index(x.shape[-2])
-    compute = _xp.compute_dtype(xp, x.dtype)
+    compute = array_api.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
     integral = xp.isdtype(positions.dtype, "integral")
     p = xp.astype(positions, compute)[..., None]
-    angles = _rotary.scheduled_phases(xp, p, sched, compute=compute, device=device,
+    angles = rotary.scheduled_phases(xp, p, sched, compute=compute, device=device,
                                       integral=integral)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
-    cos, sin = _rotary.cos_sin(xp, angles, sched.attention_factor)
+    cos, sin = rotary.cos_sin(xp, angles, sched.attention_factor)
     return cos, sin, rd
 
 

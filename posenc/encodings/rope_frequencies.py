@@ -3,7 +3,7 @@
 Everything here is host-side float64 arithmetic on static parameters, in plain Python floats
 (torch.compile folds them into constants; NumPy here would be traced into the graph, where
 Inductor's float64 pow is not exact); the rotary encodings turn the frequencies into exact
-phases (``_rotary.phases``). Semantics follow
+phases (``rotary.phases``). Semantics follow
 ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS`` of transformers 5.x (checked against
 5.23), plus ``ntk`` (static NTK-aware scaling), which transformers does not have.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np  # only to accept NumPy scalars in dicts
 
-from .. import _params, _xp
-from .._host_cache import host_cache
+from .. import array_api, params
 from ..errors import ParameterError
+from ..host_cache import host_cache
 
 __all__ = ["rope_frequencies"]
 
@@ -136,7 +136,7 @@ def check_scaling(scaling: Mapping[str, Any] | None) -> None:
         return
     _check_keys(name, scaling)
     if "rope_theta" in scaling:
-        _params.base(_number("rope_theta", scaling["rope_theta"]))
+        params.base(_number("rope_theta", scaling["rope_theta"]))
     for key in ("max_position_embeddings", "original_max_position_embeddings"):
         if scaling.get(key) is not None:
             _length(key, scaling[key])
@@ -151,8 +151,8 @@ def check_scaling(scaling: Mapping[str, Any] | None) -> None:
 def _resolve_base(base: float, scaling: Mapping[str, Any]) -> float:
     theta = scaling.get("rope_theta")
     if theta is None:
-        return _params.base(base)
-    theta = _params.base(_number("rope_theta", theta))
+        return params.base(base)
+    theta = params.base(_number("rope_theta", theta))
     if base not in (10000.0, theta):
         raise ParameterError(f"base={base!r} conflicts with scaling['rope_theta']={theta!r}: "
                              "give one")
@@ -186,9 +186,9 @@ def _scaled(values: tuple[float, ...], by: float) -> tuple[float, ...]:
 def schedule(dim: int, *, base: float = 10000.0, scaling: Mapping[str, Any] | None = None,
              seq_len: int | None = None) -> Schedule:
     """Resolve ``scaling`` for a head of ``dim`` features (see :func:`rope_frequencies`)."""
-    dim = _params.integer("dim", dim, minimum=2)
+    dim = params.integer("dim", dim, minimum=2)
     if seq_len is not None:
-        seq_len = _params.integer("seq_len", seq_len, minimum=1)
+        seq_len = params.integer("seq_len", seq_len, minimum=1)
     name = schedule_type(scaling)
     scaling = dict(scaling or {})
     _check_keys(name, scaling)
@@ -274,7 +274,7 @@ def _yarn(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | None)
         else 1.0
     if fast < slow:
         raise ParameterError(f"scaling['beta_fast']={fast!r} must be >= beta_slow={slow!r}")
-    truncate = _params.flag("scaling['truncate']", scaling.get("truncate", True))
+    truncate = params.flag("scaling['truncate']", scaling.get("truncate", True))
 
     def correction_dim(rotations: float) -> float:
         return rd * math.log(trained / (rotations * 2 * math.pi)) / (2 * math.log(base))
@@ -375,6 +375,6 @@ def rope_frequencies(dim: int, *, base: float = 10000.0,
         except TypeError:
             pass  # not an integer: schedule() says so, naming dim
     resolved = schedule(dim, base=base, scaling=scaling, seq_len=seq_len)
-    xp = _xp.namespace_of_dtype(dtype)
-    out = _xp.output_dtype(xp, dtype)
-    return _xp.asarray(xp, resolved.inv_freq, dtype=out, device=device), resolved.attention_factor
+    xp = array_api.namespace_of_dtype(dtype)
+    out = array_api.output_dtype(xp, dtype)
+    return array_api.asarray(xp, resolved.inv_freq, dtype=out, device=device), resolved.attention_factor

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .. import _params, _shapes, _xp
+from .. import array_api, params, shapes
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -31,7 +31,7 @@ def _check_array(xp: ModuleType, name: str, a: Any, *, ndim: int | None = None,
                  shape: str = "") -> None:
     if not hasattr(a, "dtype") or not hasattr(a, "shape"):
         raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-    _xp.check_floating(xp, name, a)
+    array_api.check_floating(xp, name, a)
     if ndim is None and a.ndim < 2:
         raise ParameterError(f"{name} must have at least 2 dims [..., len, dim], got shape "
                              f"{tuple(a.shape)}")
@@ -42,9 +42,9 @@ def _check_array(xp: ModuleType, name: str, a: Any, *, ndim: int | None = None,
 def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any,
               max_relative_position: Any, scale: Any) -> tuple[int, float]:
     """Checks shared by both functions; returns ``(K, scale)``."""
-    K = _params.integer("max_relative_position", max_relative_position, minimum=0)
+    K = params.integer("max_relative_position", max_relative_position, minimum=0)
     if scale is not None:
-        _params.positive("scale", scale)
+        params.positive("scale", scale)
     for name, a in arrays.items():
         _check_array(xp, name, a)
     rows = 2 * K + 1
@@ -54,9 +54,9 @@ def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any
         _check_array(xp, name, t, ndim=2, shape=f"[2*max_relative_position + 1, "
                                                 f"{'d' if name == 'table_k' else 'd_v'}]")
     named = {**arrays, **tables}
-    dtypes = {_xp.dtype_name(a.dtype) for a in named.values()}
+    dtypes = {array_api.dtype_name(a.dtype) for a in named.values()}
     if len(dtypes) > 1:
-        described = ", ".join(f"{n} {_xp.dtype_name(a.dtype)}" for n, a in named.items())
+        described = ", ".join(f"{n} {array_api.dtype_name(a.dtype)}" for n, a in named.items())
         raise ParameterError(f"{', '.join(named)} must share one dtype, got {described}")
     q, k = arrays["q"], arrays["k"]
     if q.shape[-1] != k.shape[-1]:
@@ -82,7 +82,7 @@ def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any
             raise ParameterError(
                 f"{name} has shape {tuple(t.shape)}, expected width {width} "
                 f"(the last dim of {width_of})")
-    return K, _params.default_scale(scale, tuple(q.shape))
+    return K, params.default_scale(scale, tuple(q.shape))
 
 
 def _offset_and_reach(K: int, q_len: Any, k_len: Any) -> tuple[Any, int]:
@@ -114,7 +114,7 @@ def _relative_scores(xp: ModuleType, qc: Any, kc: Any, tk: Any, K: int, offset: 
                      s: float) -> Any:
     q_len, k_len = qc.shape[-2], kc.shape[-2]
     per_row = xp.matmul(qc, xp.matrix_transpose(tk))  # [..., q_len, 2K + 1]
-    index = _bucket_index(xp, q_len, k_len, offset, K, _xp.device_of(qc))
+    index = _bucket_index(xp, q_len, k_len, offset, K, array_api.device_of(qc))
     return (xp.matmul(qc, xp.matrix_transpose(kc)) + _take_last(xp, per_row, index)) * s
 
 
@@ -127,7 +127,7 @@ def _bucket_weights(xp: ModuleType, a: Any, K: int, offset: Any) -> Any:
     if K == 0:  # one row, which every key uses
         return xp.sum(a, axis=-1, keepdims=True)
     q_len, k_len = a.shape[-2], a.shape[-1]
-    device = _xp.device_of(a)
+    device = array_api.device_of(a)
     pos = (_arange(xp, q_len, device) + offset)[:, None]  # [q_len, 1]
     zeros = xp.zeros_like(pos)
     # cum[..., i, n] = Σ_{j < n} a[..., i, j], n = 0..k_len
@@ -159,10 +159,10 @@ def shaw_scores(
     ``scale`` defaults to ``1/sqrt(d)`` (with ``d = 0`` it must be given: the scores are then
     0). Computed in float32 (float64 for float64 inputs).
     """
-    xp = _xp.namespace(q=q, k=k, table_k=table_k)
+    xp = array_api.namespace(q=q, k=k, table_k=table_k)
     K, s = _validate(xp, {"q": q, "k": k}, table_k, None, max_relative_position, scale)
-    _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2])})
-    compute = _xp.compute_dtype(xp, q.dtype)
+    shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2])})
+    compute = array_api.compute_dtype(xp, q.dtype)
     offset, K_eff = _offset_and_reach(K, q.shape[-2], k.shape[-2])
     qc, kc, tk = (xp.astype(a, compute, copy=False) for a in (q, k, table_k))
     tk = tk[K - K_eff:K + K_eff + 1, :]
@@ -183,10 +183,10 @@ def shaw_attention(
     q_len = 0, gives an empty ``[..., 0, d_v]``). Positions and
     conventions as in :func:`shaw_scores`. Computed in float32 (float64 for float64 inputs).
     """
-    xp = _xp.namespace(q=q, k=k, v=v, table_k=table_k, table_v=table_v, mask=mask)
+    xp = array_api.namespace(q=q, k=k, v=v, table_k=table_k, table_v=table_v, mask=mask)
     K, s = _validate(xp, {"q": q, "k": k, "v": v}, table_k, table_v, max_relative_position,
                      scale)
-    batch = _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
+    batch = shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                                      "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))
     if mask is not None:
@@ -194,11 +194,11 @@ def shaw_attention(
             raise ParameterError(f"mask must be an array, got {type(mask).__name__}")
         if mask.dtype != xp.bool:
             raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
-                                 f"{_xp.dtype_name(mask.dtype)}")
-        _shapes.check_broadcasts_to("mask", tuple(mask.shape), scores_shape,
+                                 f"{array_api.dtype_name(mask.dtype)}")
+        shapes.check_broadcasts_to("mask", tuple(mask.shape), scores_shape,
                                     "[..., q_len, k_len]")
 
-    compute = _xp.compute_dtype(xp, q.dtype)
+    compute = array_api.compute_dtype(xp, q.dtype)
     offset, K_eff = _offset_and_reach(K, q.shape[-2], k.shape[-2])
     rows = slice(K - K_eff, K + K_eff + 1)
     qc, kc, vc, tk = (xp.astype(a, compute, copy=False) for a in (q, k, v, table_k))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import Layer
 
@@ -37,25 +37,25 @@ def sinusoidal(
     Rows where ``positions == padding_idx`` are zero (fairseq). ``dtype`` defaults to float32;
     angles are computed in float64 for float64 output and float32 otherwise.
     """
-    xp = _xp.namespace(positions=positions)
-    dim = _params.integer("dim", dim, minimum=1)
-    base = _params.base(base)
-    _params.choice("layout", layout, LAYOUTS)
+    xp = array_api.namespace(positions=positions)
+    dim = params.integer("dim", dim, minimum=1)
+    base = params.base(base)
+    params.choice("layout", layout, LAYOUTS)
     if layout == "t2t" and dim < 2:
         raise ParameterError(f"dim={dim} must be >= 2 for layout='t2t'")
     if padding_idx is not None:
-        padding_idx = _params.integer("padding_idx", padding_idx)
+        padding_idx = params.integer("padding_idx", padding_idx)
     if not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=device)
-    _xp.check_positions_dtype(xp, positions)
+        positions = array_api.asarray(xp, positions, device=device)
+    array_api.check_positions_dtype(xp, positions)
     out_dtype = xp.float32 if dtype is None else dtype
     if not xp.isdtype(out_dtype, "real floating"):
         raise ParameterError(f"dtype must be a real floating dtype, got {out_dtype!r}")
-    compute = _xp.compute_dtype(xp, out_dtype)
-    _xp.assert_position_range(xp, positions, compute=compute)
+    compute = array_api.compute_dtype(xp, out_dtype)
+    array_api.assert_position_range(xp, positions, compute=compute)
 
-    dev = _xp.device_of(positions)
-    freqs = _xp.asarray(xp, frequencies(dim, base, layout), dtype=compute, device=dev)
+    dev = array_api.device_of(positions)
+    freqs = array_api.asarray(xp, frequencies(dim, base, layout), dtype=compute, device=dev)
     angles = xp.astype(positions, compute)[..., None] * freqs
     sin, cos = xp.sin(angles), xp.cos(angles)
     if layout == "interleaved":

@@ -14,7 +14,7 @@ import math
 import operator
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -26,8 +26,8 @@ INDEX_LIMIT = 2**31 - 1
 
 def _config(bidirectional: Any, num_buckets: Any, max_distance: Any) -> tuple[bool, int, int]:
     """Validated ``(bidirectional, buckets_per_side, max_distance)``."""
-    bidirectional = _params.flag("bidirectional", bidirectional)
-    num_buckets = _params.integer("num_buckets", num_buckets)
+    bidirectional = params.flag("bidirectional", bidirectional)
+    num_buckets = params.integer("num_buckets", num_buckets)
     if bidirectional and num_buckets % 2:
         raise ParameterError(
             f"num_buckets={num_buckets} must be even when bidirectional=True (half the buckets "
@@ -38,7 +38,7 @@ def _config(bidirectional: Any, num_buckets: Any, max_distance: Any) -> tuple[bo
             f"num_buckets={num_buckets} must be >= {minimum} when bidirectional={bidirectional} "
             "(max_exact, half the buckets of a side, must be >= 1)")
     per_side = num_buckets // 2 if bidirectional else num_buckets
-    max_distance = _params.integer("max_distance", max_distance)
+    max_distance = params.integer("max_distance", max_distance)
     max_exact = per_side // 2
     if max_distance <= max_exact:
         raise ParameterError(
@@ -85,12 +85,12 @@ def _buckets(xp: Any, rel: Any, bidirectional: bool, per_side: int, max_distance
     dtype of at least 32 bits (t5_bias checks its lengths), so ``n`` is computed directly,
     in fewer operations.
     """
-    rel = _xp.at_least_int32(xp, rel)  # int8/int16: searchsorted in a dtype every backend takes
+    rel = array_api.at_least_int32(xp, rel)  # int8/int16: searchsorted in a dtype every backend takes
     starts = bucket_starts(per_side, max_distance)
     shift = 0 if bounded else 1
     limit = int(xp.iinfo(rel.dtype).max)
     # n − shift <= limit; a start beyond (int32 with a huge max_distance) is never reached
-    starts_array = _xp.asarray(xp, [s - shift for s in starts if s - shift <= limit],
+    starts_array = array_api.asarray(xp, [s - shift for s in starts if s - shift <= limit],
                                dtype=rel.dtype, device=device)
     if bounded:
         n = xp.abs(rel) if bidirectional else xp.where(rel < 0, -rel, xp.zeros_like(rel))
@@ -124,22 +124,22 @@ def t5_bucket(relative_position: Any, *, bidirectional: bool = True, num_buckets
     ``max_exact + floor(ln(n/max_exact)/ln(max_distance/max_exact)·(B − max_exact))``
     capped at ``B − 1`` — evaluated exactly (integer thresholds, no floating-point log).
     """
-    xp = _xp.namespace(relative_position=relative_position)
+    xp = array_api.namespace(relative_position=relative_position)
     bidirectional, per_side, max_distance = _config(bidirectional, num_buckets, max_distance)
     rel = relative_position
     if not hasattr(rel, "dtype"):
-        rel = _xp.asarray(xp, rel)
+        rel = array_api.asarray(xp, rel)
     if not xp.isdtype(rel.dtype, "signed integer"):
         raise ParameterError(
             "relative_position must have a signed integer dtype (key − query distances), got "
-            f"{_xp.dtype_name(rel.dtype)}")
+            f"{array_api.dtype_name(rel.dtype)}")
     top = int(xp.iinfo(rel.dtype).max)
     if num_buckets - 1 > top:
         raise ParameterError(
             f"num_buckets={num_buckets} gives buckets up to {num_buckets - 1}, beyond the "
-            f"{_xp.dtype_name(rel.dtype)} range of the result (relative_position's dtype, "
+            f"{array_api.dtype_name(rel.dtype)} range of the result (relative_position's dtype, "
             f"largest {top}): pass a wider integer dtype")
-    out = _buckets(xp, rel, bidirectional, per_side, max_distance, _xp.device_of(rel))
+    out = _buckets(xp, rel, bidirectional, per_side, max_distance, array_api.device_of(rel))
     return xp.astype(out, rel.dtype, copy=False)
 
 
@@ -154,11 +154,11 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     only those are bucketed and gathered; each row of the result is then a window of them. The
     result is contiguous (heads first), as fused attention kernels want a mask.
     """
-    xp = _xp.namespace(table=table)
+    xp = array_api.namespace(table=table)
     bidirectional, per_side, max_distance = _config(bidirectional, num_buckets, max_distance)
-    q_len = _params.integer("q_len", q_len, minimum=0)
-    k_len = _params.integer("k_len", k_len, minimum=0)
-    query_offset = _params.integer("query_offset", query_offset, minimum=0)
+    q_len = params.integer("q_len", q_len, minimum=0)
+    k_len = params.integer("k_len", k_len, minimum=0)
+    query_offset = params.integer("query_offset", query_offset, minimum=0)
     if query_offset + q_len + k_len > INDEX_LIMIT:
         raise ParameterError(
             f"query_offset={query_offset}, q_len={q_len} and k_len={k_len}: query_offset + "
@@ -170,9 +170,9 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
         raise ParameterError(
             f"table must have shape [num_buckets, heads] = [{num_buckets}, heads], got shape "
             f"{tuple(table.shape)}")
-    _xp.check_floating(xp, "table", table)
+    array_api.check_floating(xp, "table", table)
     heads = int(table.shape[1])
-    device = _xp.device_of(table)
+    device = array_api.device_of(table)
     if q_len == 0 or k_len == 0:
         return xp.zeros((heads, q_len, k_len), dtype=table.dtype, **_device_kw(device))
 
@@ -189,7 +189,7 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
 def _toeplitz(xp: Any, rows: Any, q_len: int, k_len: int, device: Any) -> Any:
     """``out[h, i, j] = rows[h, j − i + q_len − 1]``, contiguous: the layout fused attention
     kernels take as a mask (a heads-last view would be copied by every attention call)."""
-    if _xp.library_of(rows) == "torch":
+    if array_api.library_of(rows) == "torch":
         # windows of the rows read backwards, then one copy: no [q_len, k_len] index array
         # (twice as fast on CPU as the gather below)
         return rows.unfold(1, k_len, 1).flip(1).contiguous()

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _shapes, _xp
+from .. import array_api, params, shapes
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight
 
@@ -18,7 +18,7 @@ METHODS = ("rel_shift", "gather")
 
 def _check(q: Any, k: Any, r_proj: Any, content_bias: Any, position_bias: Any) -> Any:
     """Validate the arrays; returns their namespace."""
-    xp = _xp.namespace(q=q, k=k, r_proj=r_proj, content_bias=content_bias,
+    xp = array_api.namespace(q=q, k=k, r_proj=r_proj, content_bias=content_bias,
                        position_bias=position_bias)
     arrays = {"q": q, "k": k, "r_proj": r_proj, "content_bias": content_bias,
               "position_bias": position_bias}
@@ -27,13 +27,13 @@ def _check(q: Any, k: Any, r_proj: Any, content_bias: Any, position_bias: Any) -
     for name, a in arrays.items():
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
         if a.ndim < layouts[name].count(","):  # the dims after "..."
             raise ParameterError(f"{name} must have shape {layouts[name]}, got shape "
                                  f"{tuple(a.shape)}")
-    dtypes = {_xp.dtype_name(a.dtype) for a in arrays.values()}
+    dtypes = {array_api.dtype_name(a.dtype) for a in arrays.values()}
     if len(dtypes) > 1:
-        described = ", ".join(f"{n} {_xp.dtype_name(a.dtype)}" for n, a in arrays.items())
+        described = ", ".join(f"{n} {array_api.dtype_name(a.dtype)}" for n, a in arrays.items())
         raise ParameterError(f"q, k, r_proj, content_bias and position_bias must share one "
                              f"dtype, got {described}")
     d = int(q.shape[-1])
@@ -49,7 +49,7 @@ def _check(q: Any, k: Any, r_proj: Any, content_bias: Any, position_bias: Any) -
     if q_len > k_len:
         raise ParameterError(f"q_len={q_len} > k_len={k_len}: the keys hold the memory and the "
                              "current segment, so there are at least as many keys as queries")
-    _shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
+    shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                       "r_proj": tuple(r_proj.shape[:-2]),
                       "content_bias": tuple(content_bias.shape[:-1]),
                       "position_bias": tuple(position_bias.shape[:-1])})
@@ -74,15 +74,15 @@ def transformer_xl(
     float32 (float64 for float64 inputs), returned in the dtype of ``q``.
     """
     xp = _check(q, k, r_proj, content_bias, position_bias)
-    causal = _params.flag("causal", causal)
-    _params.choice("method", method, METHODS)
-    base = _params.base(base)
+    causal = params.flag("causal", causal)
+    params.choice("method", method, METHODS)
+    base = params.base(base)
     if scale is not None:
-        scale = _params.positive("scale", scale)
+        scale = params.positive("scale", scale)
     q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
     d_model = int(r_proj.shape[-2])
-    compute = _xp.compute_dtype(xp, q.dtype)
-    dev = _xp.device_of(q)
+    compute = array_api.compute_dtype(xp, q.dtype)
+    dev = array_api.device_of(q)
     qc, kc, wr, u, v = (xp.astype(a, compute, copy=False)
                         for a in (q, k, r_proj, content_bias, position_bias))
     s = 1.0 / math.sqrt(d) if scale is None else scale
@@ -107,7 +107,7 @@ def transformer_xl(
                                       axis=-1)
     scores = (content + position) * s
     if causal:
-        minus_inf = _xp.asarray(xp, -math.inf, dtype=compute, device=dev)
+        minus_inf = array_api.asarray(xp, -math.inf, dtype=compute, device=dev)
         scores = xp.where(cols - rows <= k_len - q_len, scores, minus_inf)
     return xp.astype(scores, q.dtype, copy=False)
 
@@ -120,7 +120,7 @@ def _position_products(xp: Any, qv: Any, dist: Any, wr: Any, d_model: int, base:
     ``[sin(t ω) | cos(t ω)]``, ``ω_i = base^(−2i/d_model)`` (frequencies in float64 on the host).
     """
     freqs = base ** (-2.0 * np.arange(d_model // 2) / d_model)
-    angles = dist[:, None] * _xp.asarray(xp, freqs, dtype=compute, device=_xp.device_of(dist))
+    angles = dist[:, None] * array_api.asarray(xp, freqs, dtype=compute, device=array_api.device_of(dist))
     table = xp.concat([xp.sin(angles), xp.cos(angles)], axis=-1)
     return xp.matmul(qv, xp.matrix_transpose(xp.matmul(table, wr)))
 
@@ -134,7 +134,7 @@ def _rel_shift(xp: Any, x: Any, q_len: int, k_len: int) -> Any:
     next row: only a causal mask makes them harmless."""
     lead = tuple(x.shape[:-2])
     n = int(x.shape[-1])
-    padded = xp.concat([xp.zeros((*lead, q_len, 1), dtype=x.dtype, device=_xp.device_of(x)), x],
+    padded = xp.concat([xp.zeros((*lead, q_len, 1), dtype=x.dtype, device=array_api.device_of(x)), x],
                        axis=-1)
     flat = xp.reshape(padded, (*lead, q_len * (n + 1)))[..., q_len:]
     return xp.reshape(flat, (*lead, q_len, n))[..., :k_len]

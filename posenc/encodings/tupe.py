@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import _params, _shapes, _xp
+from .. import array_api, params, shapes
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight
 
@@ -14,7 +14,7 @@ __all__ = ["tupe"]
 
 def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
     """Validate the arrays; returns their namespace."""
-    xp = _xp.namespace(q=q, k=k, pos_q=pos_q, pos_k=pos_k, bias=bias, cls=cls)
+    xp = array_api.namespace(q=q, k=k, pos_q=pos_q, pos_k=pos_k, bias=bias, cls=cls)
     arrays = {"q": q, "k": k, "pos_q": pos_q, "pos_k": pos_k, "bias": bias, "cls": cls}
     layouts = {"q": "[..., q_len, d]", "k": "[..., k_len, d]", "pos_q": "[..., q_len, d]",
                "pos_k": "[..., k_len, d]", "bias": "[..., q_len, k_len]", "cls": "[..., 2]"}
@@ -22,12 +22,12 @@ def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
     for name, a in present.items():
         if not hasattr(a, "dtype"):
             raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        _xp.check_floating(xp, name, a)
+        array_api.check_floating(xp, name, a)
         if a.ndim < layouts[name].count(","):  # the dims after "..."
             raise ParameterError(f"{name} must have shape {layouts[name]}, got shape "
                                  f"{tuple(a.shape)}")
-    if len({_xp.dtype_name(a.dtype) for a in present.values()}) > 1:
-        described = ", ".join(f"{n} {_xp.dtype_name(a.dtype)}" for n, a in present.items())
+    if len({array_api.dtype_name(a.dtype) for a in present.values()}) > 1:
+        described = ", ".join(f"{n} {array_api.dtype_name(a.dtype)}" for n, a in present.items())
         raise ParameterError(f"the array inputs must share one dtype, got {described}")
     q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
     for name in ("k", "pos_q", "pos_k"):
@@ -56,7 +56,7 @@ def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
             raise ParameterError(f"cls needs self-attention with query 0 and key 0 the [CLS] "
                                  f"token, but q_len={q_len} != k_len={k_len}")
         batch["cls"] = tuple(cls.shape[:-1])
-    _shapes.broadcast_batch(batch)
+    shapes.broadcast_batch(batch)
     return xp
 
 
@@ -79,16 +79,16 @@ def tupe(
     """
     xp = _check(q, k, pos_q, pos_k, bias, cls)
     if scale is not None:
-        scale = _params.positive("scale", scale)
+        scale = params.positive("scale", scale)
     q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
-    compute = _xp.compute_dtype(xp, q.dtype)
+    compute = array_api.compute_dtype(xp, q.dtype)
     qc, kc, pq, pk = (xp.astype(a, compute, copy=False) for a in (q, k, pos_q, pos_k))
     s = 1.0 / math.sqrt(2 * d) if scale is None else scale
 
     word = xp.matmul(qc, xp.matrix_transpose(kc)) * s
     position = xp.matmul(pq, xp.matrix_transpose(pk)) * s
     if cls is not None:
-        dev = _xp.device_of(q)
+        dev = array_api.device_of(q)
         theta = xp.astype(cls, compute, copy=False)
         rows = xp.reshape(xp.arange(q_len, device=dev), (q_len, 1))
         cols = xp.reshape(xp.arange(k_len, device=dev), (1, k_len))

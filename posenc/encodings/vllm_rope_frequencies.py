@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _params, _xp
+from .. import array_api, params
 from ..errors import ParameterError
 from .rope_frequencies import schedule
 
@@ -26,9 +26,9 @@ def _mscale(scale: float, m: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
 
-def _number(params: Mapping[str, Any], key: str, default: float) -> float:
-    value = params.get(key)
-    return default if value is None else _params.positive(f"rope_parameters[{key!r}]", value)
+def _number(given: Mapping[str, Any], key: str, default: float) -> float:
+    value = given.get(key)
+    return default if value is None else params.positive(f"rope_parameters[{key!r}]", value)
 
 
 def vllm_rope_frequencies(head_size: int, *, max_position: int,
@@ -42,57 +42,57 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     position once ``max_model_len > original_max_position_embeddings``; ``yarn`` ignores
     ``mscale``/``mscale_all_dim``/``attention_factor`` (``deepseek_yarn`` honours the first two,
     ``attn_factor`` multiplies either)."""
-    head_size = _params.integer("head_size", head_size, minimum=2)
-    max_position = _params.integer("max_position", max_position, minimum=1)
+    head_size = params.integer("head_size", head_size, minimum=2)
+    max_position = params.integer("max_position", max_position, minimum=1)
     max_model_len = max_position if max_model_len is None else \
-        _params.integer("max_model_len", max_model_len, minimum=1)
-    params = dict(rope_parameters or {})
-    kind = params.get("rope_type", "default")
+        params.integer("max_model_len", max_model_len, minimum=1)
+    given = dict(rope_parameters or {})
+    kind = given.get("rope_type", "default")
     if kind not in ROPE_TYPES:
         raise ParameterError(f"rope_parameters['rope_type']={kind!r} is not one of "
                              f"{', '.join(map(repr, ROPE_TYPES))} (vLLM's get_rope)")
-    extra = {k: params.pop(k) for k in list(params) if k in _VLLM_ONLY.get(kind, ())}
+    extra = {k: given.pop(k) for k in list(given) if k in _VLLM_ONLY.get(kind, ())}
     seq_len = None
     attention = None
     if kind == "dynamic":  # the base at max_len = max_position * factor, for every length
-        factor = _number(params, "factor", 1.0)
-        rotary = schedule(head_size, scaling={k: v for k, v in params.items()
+        factor = _number(given, "factor", 1.0)
+        rotary = schedule(head_size, scaling={k: v for k, v in given.items()
                                               if k in ("rope_theta", "partial_rotary_factor")})
         r = rotary.rotary_dim
         if r <= 2:
             raise ParameterError(f"rope_type 'dynamic' needs a rotary width > 2, got {r}")
-        base = _number(params, "rope_theta", 10000.0)
+        base = _number(given, "rope_theta", 10000.0)
         scaled = base * (factor * factor - (factor - 1)) ** (r / (r - 2))
-        params = {"rope_type": "default", "rope_theta": scaled,
-                  **({"partial_rotary_factor": params["partial_rotary_factor"]}
-                     if "partial_rotary_factor" in params else {})}
+        given = {"rope_type": "default", "rope_theta": scaled,
+                  **({"partial_rotary_factor": given["partial_rotary_factor"]}
+                     if "partial_rotary_factor" in given else {})}
     elif kind in ("yarn", "deepseek_yarn"):
-        factor = _number(params, "factor", 1.0)
+        factor = _number(given, "factor", 1.0)
         if kind == "yarn":
             for key in ("mscale", "mscale_all_dim", "attention_factor"):
-                params.pop(key, None)  # vLLM's YaRNScalingRotaryEmbedding never reads them
+                given.pop(key, None)  # vLLM's YaRNScalingRotaryEmbedding never reads them
             attention = _mscale(factor)
         else:
-            params.pop("truncate", None)  # DeepseekScalingRotaryEmbedding always truncates
-            attention = (_mscale(factor, _number(params, "mscale", 1.0))
-                         / _mscale(factor, params.get("mscale_all_dim") or 0.0))
-            params.pop("mscale", None)
-            params.pop("mscale_all_dim", None)
-            params.pop("attention_factor", None)
-        params["rope_type"] = "yarn"
+            given.pop("truncate", None)  # DeepseekScalingRotaryEmbedding always truncates
+            attention = (_mscale(factor, _number(given, "mscale", 1.0))
+                         / _mscale(factor, given.get("mscale_all_dim") or 0.0))
+            given.pop("mscale", None)
+            given.pop("mscale_all_dim", None)
+            given.pop("attention_factor", None)
+        given["rope_type"] = "yarn"
         attention *= _number(extra, "attn_factor", 1.0)
     elif kind == "longrope":
-        trained = _params.integer("rope_parameters['original_max_position_embeddings']",
-                                  params.get("original_max_position_embeddings"), minimum=1)
-        params["max_position_embeddings"] = max_position
-        params.pop("factor", None)  # vLLM's scale is max_position / original
+        trained = params.integer("rope_parameters['original_max_position_embeddings']",
+                                  given.get("original_max_position_embeddings"), minimum=1)
+        given["max_position_embeddings"] = max_position
+        given.pop("factor", None)  # vLLM's scale is max_position / original
         seq_len = max_model_len if max_model_len > trained else trained
         key = "long_mscale" if max_model_len > trained else "short_mscale"
         if extra.get(key) is not None:
             attention = _number(extra, key, 1.0)
-    resolved = schedule(head_size, scaling=params, seq_len=seq_len)
+    resolved = schedule(head_size, scaling=given, seq_len=seq_len)
     if attention is None:
         attention = resolved.attention_factor
-    xp = _xp.namespace_of_dtype(dtype)
-    out = _xp.output_dtype(xp, dtype)
-    return _xp.asarray(xp, resolved.inv_freq, dtype=out, device=device), float(attention)
+    xp = array_api.namespace_of_dtype(dtype)
+    out = array_api.output_dtype(xp, dtype)
+    return array_api.asarray(xp, resolved.inv_freq, dtype=out, device=device), float(attention)

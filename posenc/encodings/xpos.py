@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _params, _xp
+from .. import array_api, params, rotary
 from ..errors import ParameterError
 from ..layers import Layer
-from . import _rotary
 
 __all__ = ["xpos"]
 
@@ -46,7 +45,7 @@ def _check_scale_range(xp: Any, span: tuple[float, float], centre: float, scale_
     # |n - c| at which zeta_0 ** -(|n - c| / scale_base) reaches the dtype's largest value
     limit = math.log(float(xp.finfo(dtype).max)) / -math.log(zeta(2)[0]) * scale_base
     if far > limit:
-        name = _xp.dtype_name(dtype)
+        name = array_api.dtype_name(dtype)
         raise ParameterError(
             f"positions reach |n - centre| = {far:g} with scale_base={scale_base:g}: the xPos "
             f"factor zeta**((n - centre)/scale_base) leaves the {name} range beyond "
@@ -76,30 +75,30 @@ def xpos(
     It leaves the range of x's dtype for ``|n - centre| / scale_base`` beyond ~70 in float32
     and bfloat16 (~8 in float16, ~566 in float64): a ParameterError in eager mode.
     """
-    xp = _xp.namespace(x=x, positions=positions)
-    _params.choice("kind", kind, KINDS)
-    _params.choice("layout", layout, _rotary.LAYOUTS)
-    base = _params.base(base)
-    scale_base = _params.positive("scale_base", scale_base)
+    xp = array_api.namespace(x=x, positions=positions)
+    params.choice("kind", kind, KINDS)
+    params.choice("layout", layout, rotary.LAYOUTS)
+    base = params.base(base)
+    scale_base = params.positive("scale_base", scale_base)
     centre = _finite("centre", centre)
-    device, positions = _rotary.array_inputs(xp, x, positions)
-    seq, dim = _rotary.check_shapes(x, positions)
-    rd = _rotary.rotary_width(dim, rotary_dim)
-    compute = _xp.compute_dtype(xp, x.dtype)
+    device, positions = rotary.array_inputs(xp, x, positions)
+    seq, dim = rotary.check_shapes(x, positions)
+    rd = rotary.rotary_width(dim, rotary_dim)
+    compute = array_api.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
         span = (0, seq - 1) if seq else None
     else:
-        _xp.check_positions_dtype(xp, positions)
-        span = _xp.check_position_range(xp, positions, compute=compute)
+        array_api.check_positions_dtype(xp, positions)
+        span = array_api.check_position_range(xp, positions, compute=compute)
     if span is not None:
         _check_scale_range(xp, span, centre, scale_base, x.dtype)
 
     p = xp.astype(positions, compute)[..., None]  # [seq, 1] or [batch, seq, 1]
     inv_freq = [base ** (-2.0 * i / rd) for i in range(rd // 2)]
-    angles = _rotary.phases(xp, p, inv_freq, compute=compute, device=device)
+    angles = rotary.phases(xp, p, inv_freq, compute=compute, device=device)
     sign = 1.0 if kind == "query" else -1.0
-    log_zeta = _xp.asarray(xp, [sign * math.log(z) for z in zeta(rd)], dtype=compute,
+    log_zeta = array_api.asarray(xp, [sign * math.log(z) for z in zeta(rd)], dtype=compute,
                            device=device)
     # (n - c) / scale_base first: 0 / tiny scale_base stays 0 (factor 1), not 0 * inf
     factor = xp.exp(((p - centre) / scale_base) * log_zeta)
@@ -109,7 +108,7 @@ def xpos(
     cos, sin = xp.cos(angles) * factor, xp.sin(angles) * factor
 
     head = xp.astype(x[..., :rd], compute, copy=False)
-    rotated = xp.astype(_rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    rotated = xp.astype(rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)

@@ -19,8 +19,9 @@ from unittest import mock
 
 import numpy as np
 
+from posenc import rotary
 from posenc.backends.backend import Backend
-from posenc.encodings import _rotary, public_functions
+from posenc.encodings import public_functions
 
 from .overrides import _mutant
 
@@ -254,12 +255,12 @@ def _phases_bf16_angles(xp: Any, positions: Any, inv_freq: Any, **kw: Any) -> An
     return xp.asarray(angles.astype(ml_dtypes.bfloat16).astype(angles.dtype))
 
 
-_PHASES = _rotary.phases
+_PHASES = rotary.phases
 
 
 def _with_phases(phases: Callable) -> Callable:
     def call(*args: Any, **kw: Any) -> Any:
-        with mock.patch.object(_rotary, "phases", phases):
+        with mock.patch.object(rotary, "phases", phases):
             return _IMPL["rope"](*args, **kw)
     return call
 

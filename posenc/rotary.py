@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from .. import _params, _xp
-from .._host_cache import compiling, host_cache
-from ..errors import ParameterError
+from . import array_api, params
+from .errors import ParameterError
+from .host_cache import compiling, host_cache
 
 LAYOUTS = ("half", "interleaved")
 _LIMB_BITS = 12
@@ -67,7 +67,7 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
     if compute == xp.float64:
         theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
         return positions * theta
-    if _xp.library_of(positions) == "torch" and not compiling():
+    if array_api.library_of(positions) == "torch" and not compiling():
         if positions.device.type in _FLOAT64_DEVICES:
             return torch_phases64(positions, tuple(float(f) for f in inv_freq), compute)
         limbs = _torch_limbs(tuple(float(f) for f in inv_freq), compute, device)
@@ -136,7 +136,7 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
     r = int(head.shape[-1])
     if layout == "half":
         a, b = head[..., : r // 2], head[..., r // 2 :]
-        if _xp.library_of(head) == "torch":  # eager and Inductor: half-width products
+        if array_api.library_of(head) == "torch":  # eager and Inductor: half-width products
             torch = sys.modules["torch"]
             # addcmul fuses a product and the sum: two passes per half instead of three
             return torch.cat([torch.addcmul(a * cos, b, sin, value=-1),
@@ -148,7 +148,7 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
                 + xp.concat([-b, a], axis=-1) * xp.concat([sin, sin], axis=-1))
     pairs = xp.reshape(head, (*tuple(head.shape[:-1]), r // 2, 2))
     a, b = pairs[..., 0], pairs[..., 1]
-    if _xp.library_of(head) == "torch":  # the roundings of the half layout's addcmul
+    if array_api.library_of(head) == "torch":  # the roundings of the half layout's addcmul
         torch = sys.modules["torch"]
         rotated = [torch.addcmul(a * cos, b, sin, value=-1), torch.addcmul(b * cos, a, sin)]
     else:
@@ -164,7 +164,7 @@ def rotary_width(dim: int, rotary_dim: Any) -> int:
                 f"x.shape[-1]={dim} is odd: rotary embedding rotates pairs of features; "
                 "pass an even rotary_dim to rotate only part of them")
         return dim
-    rd = _params.integer("rotary_dim", rotary_dim, minimum=2)
+    rd = params.integer("rotary_dim", rotary_dim, minimum=2)
     if rd % 2:
         raise ParameterError(f"rotary_dim={rd} must be even")
     if rd > dim:
@@ -177,10 +177,10 @@ def array_inputs(xp: ModuleType, x: Any, positions: Any) -> tuple[Any, Any]:
     None) made an array of ``xp`` on the device of ``x``."""
     if not hasattr(x, "dtype"):
         raise ParameterError(f"x must be an array, got {type(x).__name__}")
-    _xp.check_floating(xp, "x", x)
-    device = _xp.device_of(x)
+    array_api.check_floating(xp, "x", x)
+    device = array_api.device_of(x)
     if positions is not None and not hasattr(positions, "dtype"):
-        positions = _xp.asarray(xp, positions, device=device)
+        positions = array_api.asarray(xp, positions, device=device)
     return device, positions
 
 
