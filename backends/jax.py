@@ -23,6 +23,8 @@ from .convenience import bind_module
 def _load() -> ModuleType:
     import jax.numpy as jnp
 
+    from . import jax_native  # noqa: F401  (registers JAX's special cases with the core)
+
     return jnp
 
 

@@ -17,7 +17,7 @@ from .convenience import bind_module
 
 
 def _load() -> ModuleType:
-    from . import tf_array_api
+    from . import tensorflow_native, tf_array_api  # noqa: F401  (the first registers TF's cases)
 
     return tf_array_api
 

@@ -17,6 +17,8 @@ from .convenience import bind_module
 def _torch() -> ModuleType:
     import torch
 
+    from . import torch_native  # noqa: F401  (registers torch's fast paths with the core)
+
     return torch
 
 

@@ -16,6 +16,7 @@ from posenc.encodings import learned
 from posenc.encodings.rope import rope_cos_sin, rope_schedule
 from posenc.errors import ParameterError
 
+from . import torch_native
 from .torch_memory import may_overlap, same_view
 
 __all__ = ["RotaryEmbedding", "check_pair", "rotary_factory"]
@@ -169,12 +170,12 @@ class RotaryEmbedding(nn.Module):
         if (self.table is not None or sched is None or sched.long_inv_freq is not None
                 or x.dtype == torch.float64 or positions is None
                 or not isinstance(positions, torch.Tensor) or array_api.is_traced(positions)
-                or positions.device.type not in ("cpu", "cuda")):
+                or positions.device.type not in torch_native.FLOAT64_DEVICES):
             return None
         self._check_positions(x, positions)
         array_api.assert_position_range(array_api.namespace(x=x), positions, compute=torch.float32)
-        angles = rotary.torch_phases64(positions[..., None],
-                                        _signed_frequencies(sched.inv_freq, self._layout),
+        angles = torch_native.phases64(positions[..., None],
+                                       _signed_frequencies(sched.inv_freq, self._layout),
                                         torch.float32)
         cos, sin = torch.cos(angles), torch.sin(angles)
         if sched.attention_factor != 1.0:

@@ -2,17 +2,18 @@
 
 Detection goes by the module that defines an array's type (as einops does), so ``import
 posenc`` imports no framework: a torch tensor can only exist once torch has been imported.
+What differs between frameworks is asked of their :mod:`posenc.native` plugin.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+from . import native
 from .errors import MixedArrayLibrariesError, ParameterError, PositionOutOfRangeError
 
 # A plain list rather than a ContextVar: torch.compile cannot trace ContextVar.get, and reading a
@@ -33,12 +34,8 @@ def use_namespace(xp: ModuleType) -> Iterator[None]:
 
 
 def library_of(array: Any) -> str:
-    """The top-level package that defines ``type(array)``: 'numpy', 'torch', 'jax', ..."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(array, torch.Tensor):
-        return "torch"  # also subclasses (nn.Parameter), whose __module__ dynamo cannot trace
-    top = type(array).__module__.split(".")[0]
-    return "jax" if top == "jaxlib" else top
+    """The library of ``array``: 'numpy', 'torch', 'jax', ... (see posenc.native.library_of)."""
+    return native.library_of(array)
 
 
 def _namespace_for(library: str, array: Any) -> ModuleType:
@@ -46,17 +43,8 @@ def _namespace_for(library: str, array: Any) -> ModuleType:
         import array_api_compat.numpy as xp
 
         return xp
-    if library == "torch":
-        import array_api_compat.torch as xp
-
-        return xp
-    if library == "jax":
-        import jax.numpy as xp
-
-        return xp
-    if library == "tensorflow":
-        from posenc.backends import tf_array_api as xp
-
+    xp = native.for_library(library).namespace()
+    if xp is not None:
         return xp
     if library == "array_api_strict":
         import array_api_strict as xp
@@ -105,12 +93,16 @@ def namespace_of_dtype(dtype: Any) -> ModuleType:
             f"dtype={dtype!r} is a name: pass a dtype object such as torch.float32 (the "
             "posenc.backends.<framework> functions accept names)")
     top = (dtype if isinstance(dtype, type) else type(dtype)).__module__.split(".")[0]
-    library = {"jaxlib": "jax", "ml_dtypes": "numpy"}.get(top, top)
+    library = native.for_library(top).library or _DTYPE_LIBRARIES.get(top, top)
     try:
         return _namespace_for(library, dtype)
     except ParameterError:
         raise ParameterError(f"dtype={dtype!r} is not a dtype of a supported array library "
                              "(NumPy, PyTorch, JAX, TensorFlow or an array-API namespace)") from None
+
+
+# NumPy's extension dtypes (bfloat16, ...) live in ml_dtypes
+_DTYPE_LIBRARIES = {"ml_dtypes": "numpy"}
 
 
 def output_dtype(xp: ModuleType, dtype: Any) -> Any:
@@ -127,17 +119,7 @@ def output_dtype(xp: ModuleType, dtype: Any) -> Any:
 
 def device_of(x: Any) -> Any:
     """The device of ``x``, or None where it cannot be told (e.g. a tracer)."""
-    library = library_of(x)
-    if library == "tensorflow":
-        return None
-    if library == "torch":  # direct: array-api-compat's helper warns under torch.compile
-        return x.device
-    try:
-        import array_api_compat
-
-        return array_api_compat.device(x)
-    except Exception:  # tracers and libraries without a device notion
-        return None
+    return native.of(x).device_of(x)
 
 
 def asarray(xp: ModuleType, value: Any, *, dtype: Any = None, device: Any = None) -> Any:
@@ -149,17 +131,7 @@ def asarray(xp: ModuleType, value: Any, *, dtype: Any = None, device: Any = None
 
 def is_traced(x: Any) -> bool:
     """True when ``x``'s values cannot be read now (inside jax.jit, torch.compile, tf.function)."""
-    library = library_of(x)
-    if library == "jax":
-        jax = sys.modules["jax"]
-        return isinstance(x, jax.core.Tracer)
-    if library == "torch":
-        torch = sys.modules["torch"]
-        return bool(torch.compiler.is_compiling()) or type(x).__name__ == "FakeTensor"
-    if library == "tensorflow":
-        tf = sys.modules["tensorflow"]
-        return not tf.executing_eagerly()
-    return False
+    return native.of(x).is_traced(x)
 
 
 def dtype_name(dtype: Any) -> str:
@@ -208,7 +180,7 @@ def check_position_range(
         parts.append(xp.astype(xp.any(~xp.isfinite(positions)), positions.dtype))
     extrema = xp.stack(parts)
     # one device-to-host transfer (a GPU array would sync twice with two int() calls)
-    values = extrema.tolist() if library_of(positions) == "torch" \
+    values = extrema.tolist() if hasattr(extrema, "tolist") \
         else [extrema[i] for i in range(len(parts))]
     if floating:
         lo, hi, bad = (float(v) for v in values)
@@ -237,36 +209,13 @@ def assert_position_range(
     xp: ModuleType, positions: Any, *, compute: Any, name: str = "positions",
     low: int | None = None, high: int | None = None,
 ) -> None:
-    """:func:`check_position_range` without reading values back on the hot path. For torch in
-    eager mode the conditions are checked on the device with ``torch._assert_async``: on CUDA
-    the host never waits, and a violation is a device-side assert naming the parameter; on CPU
-    the assert fails at once and the host check then raises the error naming the value."""
-    if library_of(positions) != "torch" or is_traced(positions) \
-            or math.prod(tuple(positions.shape)) == 0:
+    """:func:`check_position_range` without reading values back on the hot path where the
+    library can check on its device (torch eager: ``torch._assert_async``, an error naming the
+    parameter; on CPU the host check then raises the error naming the value)."""
+    if is_traced(positions) or math.prod(tuple(positions.shape)) == 0 or \
+            not native.of(positions).assert_position_range(
+                positions, compute=compute, name=name, low=low, high=high):
         check_position_range(xp, positions, compute=compute, name=name, low=low, high=high)
-        return
-    torch = sys.modules["torch"]
-    floating = positions.dtype.is_floating_point
-    limit = {torch.float32: FLOAT32_EXACT_INTEGERS,
-             torch.float64: FLOAT64_EXACT_INTEGERS}.get(compute)
-    widest = math.inf if floating else int(torch.iinfo(positions.dtype).max)
-    conditions = [torch.isfinite(positions)] if floating else []
-    if low is not None:
-        conditions.append(positions >= low)
-    if high is not None:
-        conditions.append(positions < high)
-    if limit is not None and widest > limit:  # narrow integers cannot leave the exact range
-        conditions.append(positions.abs() <= limit)
-    if not conditions:
-        return
-    ok = conditions[0]
-    for condition in conditions[1:]:
-        ok = ok & condition
-    try:
-        torch._assert_async(ok.all(), f"{name} outside its valid range")
-    except RuntimeError:
-        check_position_range(xp, positions, compute=compute, name=name, low=low, high=high)
-        raise
 
 
 def raise_out_of_range(name: str, value: int, low: int | None, high: int | None) -> None:

@@ -8,17 +8,17 @@ through and folds the results into constants once anyway.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from . import native
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def compiling() -> bool:
-    """Whether torch.compile is tracing (False when torch was never imported)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    """Whether a framework is tracing a compiled function (posenc.native.compiling)."""
+    return native.compiling()
 
 
 def host_cache(maxsize: int = 256) -> Callable[[F], F]:

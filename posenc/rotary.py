@@ -14,17 +14,15 @@ float64 truth at every position float32 holds exactly (|m| <= 2^24).
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
-import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from . import array_api, params
+from . import array_api, native, params
 from .errors import ParameterError
-from .host_cache import compiling, host_cache
+from .host_cache import host_cache
 
 LAYOUTS = ("half", "interleaved")
 _LIMB_BITS = 12
@@ -67,12 +65,14 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
     if compute == xp.float64:
         theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
         return positions * theta
-    if array_api.library_of(positions) == "torch" and not compiling():
-        if positions.device.type in _FLOAT64_DEVICES:
-            return torch_phases64(positions, tuple(float(f) for f in inv_freq), compute)
-        limbs = _torch_limbs(tuple(float(f) for f in inv_freq), compute, device)
-    else:  # compiled: a constant of the graph; JAX/TF: a cached array could be a tracer
-        limbs = _asarray(xp, turn_limbs(inv_freq), compute, device)
+    fast = native.of(positions)
+    inv = tuple(float(f) for f in inv_freq)
+    angles = fast.rotary_phases(positions, inv, compute, device)
+    if angles is not None:
+        return angles
+    limbs = fast.rotary_limbs(inv, compute, device)
+    if limbs is None:  # a constant of a compiled graph; JAX/TF: a cached array could be a tracer
+        limbs = _asarray(xp, turn_limbs(inv), compute, device)
     a, b, c = limbs[0, ...], limbs[1, ...], limbs[2, ...]
     whole = positions if integral else xp.round(positions)
     high = xp.round(whole / _POSITION_SPLIT) * _POSITION_SPLIT
@@ -83,40 +83,6 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
     if not integral:
         small = small + (positions - whole) * (a + b + c)
     return _wrap(xp, turns + small) * (2.0 * math.pi)
-
-
-# Eager torch on these devices computes float32 phases in float64 turns: six ops where the
-# limbs take thirty, for the same ~4e-7 (MPS has no float64; compiled graphs keep the limbs,
-# which Inductor fuses into one kernel anyway)
-_FLOAT64_DEVICES = ("cpu", "cuda")
-
-
-def torch_phases64(positions: Any, inv_freq: tuple[float, ...], compute: Any) -> Any:
-    """Angles reduced to ``[-pi, pi]`` from float64 turns ``p * f`` (``p`` exact in float64,
-    the product within 2^-53 relative, so within ~2^-29 turn up to |p| = 2^24), rounded once
-    to ``compute``."""
-    torch = sys.modules["torch"]
-    turns = positions.to(torch.float64) * _torch_turns64(inv_freq, positions.device)
-    return ((turns - torch.round(turns)) * (2.0 * math.pi)).to(compute)
-
-
-@functools.lru_cache(maxsize=64)
-def _torch_turns64(inv_freq: tuple[float, ...], device: Any) -> Any:
-    """``inv_freq / (2 pi)`` as a float64 tensor, made once per device (outside inference
-    mode, like the limbs)."""
-    torch = sys.modules["torch"]
-    with torch.inference_mode(False):
-        return torch.tensor([f / (2.0 * math.pi) for f in inv_freq], dtype=torch.float64,
-                            device=device)
-
-
-@functools.lru_cache(maxsize=64)
-def _torch_limbs(inv_freq: tuple[float, ...], compute: Any, device: Any) -> Any:
-    """The limbs as a torch tensor, made once per dtype and device for eager calls (outside
-    inference mode: autograd could not save an inference tensor later)."""
-    torch = sys.modules["torch"]
-    with torch.inference_mode(False):
-        return torch.asarray(turn_limbs(inv_freq), dtype=compute, device=device)
 
 
 def _wrap(xp: ModuleType, turns: Any) -> Any:
@@ -133,14 +99,12 @@ def _asarray(xp: ModuleType, value: Any, dtype: Any, device: Any) -> Any:
 def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
     """Rotate the pairs of ``head`` (``[..., r]``, compute dtype) by angles with ``cos`` and
     ``sin`` of shape ``[..., r/2]`` broadcastable against it."""
+    rotated = native.of(head).rotate(head, cos, sin, layout)
+    if rotated is not None:
+        return rotated
     r = int(head.shape[-1])
     if layout == "half":
         a, b = head[..., : r // 2], head[..., r // 2 :]
-        if array_api.library_of(head) == "torch":  # eager and Inductor: half-width products
-            torch = sys.modules["torch"]
-            # addcmul fuses a product and the sum: two passes per half instead of three
-            return torch.cat([torch.addcmul(a * cos, b, sin, value=-1),
-                              torch.addcmul(b * cos, a, sin)], dim=-1)
         # XLA fuses cos and sin into every consumer and recomputes them per element there; full-width
         # products read each table once (1.7-2.8x faster under jax.jit / tf.function on CPU).
         # Same roundings: a*cos + (-b)*sin is a*cos - b*sin.
@@ -148,12 +112,8 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
                 + xp.concat([-b, a], axis=-1) * xp.concat([sin, sin], axis=-1))
     pairs = xp.reshape(head, (*tuple(head.shape[:-1]), r // 2, 2))
     a, b = pairs[..., 0], pairs[..., 1]
-    if array_api.library_of(head) == "torch":  # the roundings of the half layout's addcmul
-        torch = sys.modules["torch"]
-        rotated = [torch.addcmul(a * cos, b, sin, value=-1), torch.addcmul(b * cos, a, sin)]
-    else:
-        rotated = [a * cos - b * sin, b * cos + a * sin]
-    return xp.reshape(xp.stack(rotated, axis=-1), (*tuple(head.shape[:-1]), r))
+    return xp.reshape(xp.stack([a * cos - b * sin, b * cos + a * sin], axis=-1),
+                      (*tuple(head.shape[:-1]), r))
 
 
 def rotary_width(dim: int, rotary_dim: Any) -> int:

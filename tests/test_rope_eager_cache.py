@@ -7,13 +7,18 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import rotary
 
 torch = pytest.importorskip("torch")
+torch_native = pytest.importorskip("posenc.backends.torch_native")
+
+
+def _clear_caches() -> None:
+    torch_native._limbs.cache_clear()
+    torch_native._turns64.cache_clear()
 
 
 def test_limbs_made_in_inference_mode_serve_autograd_later() -> None:
-    rotary._torch_limbs.cache_clear()
+    _clear_caches()
     x = torch.randn(2, 7, 16, dtype=torch.float32)
     positions = torch.arange(100, 107)
     with torch.inference_mode():
@@ -33,7 +38,7 @@ def test_cached_call_equals_a_cold_call() -> None:
     positions = torch.tensor([0, 1, 4096, 131071, 2**24 - 1])
     warm = [posenc.rope(x, positions, base=500000.0, layout=layout)
             for layout in ("half", "interleaved")]
-    rotary._torch_limbs.cache_clear()
+    _clear_caches()
     cold = [posenc.rope(x, positions, base=500000.0, layout=layout)
             for layout in ("half", "interleaved")]
     for w, c in zip(warm, cold, strict=True):

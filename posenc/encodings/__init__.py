@@ -15,6 +15,9 @@ from typing import Any
 @cache
 def public_functions() -> dict[str, Callable[..., Any]]:
     """Every public implementation function, by name."""
+    from .. import native
+
+    native.load_imported()  # now, before a caller's tracer (see posenc.native)
     found: dict[str, Callable[..., Any]] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 import operator
-import sys
 from typing import Any
 
 import numpy as np
 
-from .. import array_api, params, shapes
+from .. import array_api, native, params, shapes
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -111,15 +110,11 @@ def _compute_thresholds(mid: int, max_position: int, limit: int) -> tuple[np.nda
     return table, covered
 
 
-def _in_dynamo() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(torch.compiler.is_compiling())
-
-
 def _wrap_for_dynamo() -> None:
-    torch = sys.modules.get("torch")
-    if not _CONSTANT and torch is not None and not torch.compiler.is_compiling():
-        _CONSTANT.append(torch.compiler.assume_constant_result(_compute_thresholds))
+    if not _CONSTANT and not native.compiling():
+        wrapped = native.constant_result(_compute_thresholds)
+        if wrapped is not None:
+            _CONSTANT.append(wrapped)
 
 
 def _thresholds(mid: int, max_position: int, limit: int) -> tuple[np.ndarray, int]:
@@ -131,7 +126,7 @@ def _thresholds(mid: int, max_position: int, limit: int) -> tuple[np.ndarray, in
     hit = _TABLES.get(key)
     if hit is not None:
         return hit
-    if _in_dynamo():
+    if native.compiling():
         # a cache filled while dynamo traces would break its guards: compute without storing
         compute = _CONSTANT[0] if _CONSTANT else _compute_thresholds
         return compute(mid, max_position, limit)

@@ -14,7 +14,7 @@ import math
 import operator
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, native, params
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -189,10 +189,9 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
 def _toeplitz(xp: Any, rows: Any, q_len: int, k_len: int, device: Any) -> Any:
     """``out[h, i, j] = rows[h, j − i + q_len − 1]``, contiguous: the layout fused attention
     kernels take as a mask (a heads-last view would be copied by every attention call)."""
-    if array_api.library_of(rows) == "torch":
-        # windows of the rows read backwards, then one copy: no [q_len, k_len] index array
-        # (twice as fast on CPU as the gather below)
-        return rows.unfold(1, k_len, 1).flip(1).contiguous()
+    out = native.of(rows).toeplitz(rows, q_len, k_len)
+    if out is not None:
+        return out
     i = xp.arange(q_len, **_device_kw(device))
     j = xp.arange(k_len, **_device_kw(device))
     index = j[None, :] - i[:, None] + (q_len - 1)  # position of j − i − query_offset in rows

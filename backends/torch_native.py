@@ -1,0 +1,128 @@
+"""PyTorch's fast paths and special cases for the core (``posenc.native`` plugin ``torch``)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from posenc import native
+from posenc.array_api import FLOAT32_EXACT_INTEGERS, FLOAT64_EXACT_INTEGERS, check_position_range
+from posenc.rotary import turn_limbs
+
+# Eager torch on these devices computes float32 phases in float64 turns: six ops where the
+# limbs take thirty, for the same ~4e-7 (MPS has no float64; compiled graphs keep the limbs,
+# which Inductor fuses into one kernel anyway)
+FLOAT64_DEVICES = ("cpu", "cuda")
+
+
+def phases64(positions: Any, inv_freq: tuple[float, ...], compute: Any) -> Any:
+    """Angles reduced to ``[-pi, pi]`` from float64 turns ``p * f`` (``p`` exact in float64,
+    the product within 2^-53 relative, so within ~2^-29 turn up to |p| = 2^24), rounded once
+    to ``compute``."""
+    turns = positions.to(torch.float64) * _turns64(inv_freq, positions.device)
+    return ((turns - torch.round(turns)) * (2.0 * math.pi)).to(compute)
+
+
+@functools.lru_cache(maxsize=64)
+def _turns64(inv_freq: tuple[float, ...], device: Any) -> Any:
+    """``inv_freq / (2 pi)`` as a float64 tensor, made once per device (outside inference
+    mode, like the limbs)."""
+    with torch.inference_mode(False):
+        return torch.tensor([f / (2.0 * math.pi) for f in inv_freq], dtype=torch.float64,
+                            device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _limbs(inv_freq: tuple[float, ...], compute: Any, device: Any) -> Any:
+    """The limbs as a tensor, made once per dtype and device for eager calls (outside
+    inference mode: autograd could not save an inference tensor later)."""
+    with torch.inference_mode(False):
+        return torch.asarray(turn_limbs(inv_freq), dtype=compute, device=device)
+
+
+class TorchNative(native.Native):
+    library = "torch"
+
+    def array_types(self) -> tuple[type, ...]:
+        return (torch.Tensor,)  # also subclasses (nn.Parameter), whose __module__ dynamo cannot trace
+
+    def namespace(self) -> ModuleType:
+        import array_api_compat.torch as xp
+
+        return xp
+
+    def device_of(self, x: Any) -> Any:
+        return x.device  # direct: array-api-compat's helper warns under torch.compile
+
+    def is_traced(self, x: Any) -> bool:
+        return bool(torch.compiler.is_compiling()) or type(x).__name__ == "FakeTensor"
+
+    def compiling(self) -> bool:
+        return bool(torch.compiler.is_compiling())
+
+    def assert_position_range(self, positions: Any, *, compute: Any, name: str,
+                              low: int | None, high: int | None) -> bool:
+        """``torch._assert_async`` over the conditions: on CUDA the host never waits, and a
+        violation is a device-side assert naming the parameter; on CPU the assert fails at
+        once and the host check then raises the error naming the value."""
+        floating = positions.dtype.is_floating_point
+        limit = {torch.float32: FLOAT32_EXACT_INTEGERS,
+                 torch.float64: FLOAT64_EXACT_INTEGERS}.get(compute)
+        widest = math.inf if floating else int(torch.iinfo(positions.dtype).max)
+        conditions = [torch.isfinite(positions)] if floating else []
+        if low is not None:
+            conditions.append(positions >= low)
+        if high is not None:
+            conditions.append(positions < high)
+        if limit is not None and widest > limit:  # narrow integers cannot leave the exact range
+            conditions.append(positions.abs() <= limit)
+        if not conditions:
+            return True
+        ok = conditions[0]
+        for condition in conditions[1:]:
+            ok = ok & condition
+        try:
+            torch._assert_async(ok.all(), f"{name} outside its valid range")
+        except RuntimeError:
+            xp = self.namespace()
+            check_position_range(xp, positions, compute=compute, name=name, low=low, high=high)
+            raise
+        return True
+
+    def rotary_phases(self, positions: Any, inv_freq: tuple[float, ...], compute: Any,
+                      device: Any) -> Any | None:
+        if torch.compiler.is_compiling() or positions.device.type not in FLOAT64_DEVICES:
+            return None
+        return phases64(positions, inv_freq, compute)
+
+    def rotary_limbs(self, inv_freq: tuple[float, ...], compute: Any, device: Any) -> Any | None:
+        # compiled: None, the limbs become a constant of the graph
+        return None if torch.compiler.is_compiling() else _limbs(inv_freq, compute, device)
+
+    def rotate(self, head: Any, cos: Any, sin: Any, layout: str) -> Any:
+        # eager and Inductor: half-width products; addcmul fuses a product and the sum (two
+        # passes per half instead of three). The interleaved layout gets the same roundings.
+        r = int(head.shape[-1])
+        if layout == "half":
+            a, b = head[..., : r // 2], head[..., r // 2 :]
+            return torch.cat([torch.addcmul(a * cos, b, sin, value=-1),
+                              torch.addcmul(b * cos, a, sin)], dim=-1)
+        pairs = head.reshape(*head.shape[:-1], r // 2, 2)
+        a, b = pairs[..., 0], pairs[..., 1]
+        rotated = [torch.addcmul(a * cos, b, sin, value=-1), torch.addcmul(b * cos, a, sin)]
+        return torch.stack(rotated, dim=-1).reshape(*head.shape[:-1], r)
+
+    def toeplitz(self, rows: Any, q_len: int, k_len: int) -> Any:
+        # windows of the rows read backwards, then one copy: no [q_len, k_len] index array
+        # (twice as fast on CPU as a gather)
+        return rows.unfold(1, k_len, 1).flip(1).contiguous()
+
+    def constant_result(self, fn: Any) -> Any:
+        return torch.compiler.assume_constant_result(fn)
+
+
+NATIVE = native.register(TorchNative())
