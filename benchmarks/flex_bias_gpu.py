@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from posenc.backends import torch as pe
-from posenc.bench_gpu import time_cuda
+from posenc.bench.timers import time_cuda
 
 
 def median_ms(fn: Callable[[], object], device: str) -> float:

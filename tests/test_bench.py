@@ -11,7 +11,7 @@ import pytest
 
 from posenc import bench
 
-from .conftest import run_cli
+from .conftest import run_cli, run_python
 
 # the rows the issue asks for (the quick sizes: S = 64, decode offsets 4096 and 2^20)
 REQUIRED = [
@@ -69,3 +69,33 @@ def test_missing_peer_is_a_row_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> N
     assert rows["t5/32/posenc"]["ratio"] is None
     assert rows["alibi/4x32/posenc-causal"]["status"] == "ok"
     assert "not installed" in "\n".join(lines)
+
+
+def test_importing_the_bench_and_planning_every_suite_imports_no_framework() -> None:
+    # the CLI builds its parser and the workers their plan before any row runs
+    code = ("import sys, posenc.bench\n"
+            "from posenc.bench.plan import SUITES, plan\n"
+            "from posenc.bench.sizes import FULL\n"
+            "assert plan(FULL, SUITES)\n"
+            "print(sorted(m for m in ('torch', 'jax', 'tensorflow', 'keras', 'transformers', "
+            "'triton') if m in sys.modules))")
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_every_planned_row_is_unique_and_compares_within_its_case() -> None:
+    from posenc.bench.plan import SUITES, plan
+    from posenc.bench.sizes import FULL, QUICK
+    from posenc.bench.workers import RUNNERS
+
+    for sizes in (FULL, QUICK):
+        cases = plan(sizes, SUITES)
+        assert {case.suite for case in cases} == set(SUITES)
+        ids = [planned.id for case in cases for planned in case.planned]
+        assert len(ids) == len(set(ids))
+        for case in cases:
+            own = {planned.id for planned in case.planned}
+            for planned in case.planned:
+                assert planned.vs is None or planned.vs in own, planned.id
+                assert planned.runner in RUNNERS, planned.id

@@ -58,6 +58,15 @@ def _config(dim: int, scaling: dict[str, Any] | None, base: float, cls: str) -> 
         max_position_embeddings=max_positions, rope_parameters=params)
 
 
+def llama_rotary(head_dim: int, base: float, device: Any = None) -> tuple[Any, Any]:
+    """transformers' ``LlamaRotaryEmbedding`` for heads of ``head_dim`` features (on ``device``)
+    and its ``apply_rotary_pos_emb``: the pair a Llama model calls (``posenc bench`` times it)."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    rotary = LlamaRotaryEmbedding(_config(head_dim, None, base, "Llama")).to(device)
+    return rotary, apply_rotary_pos_emb
+
+
 def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",
          rotary_dim: int | None = None, scaling: dict[str, Any] | None = None,
          seq_len: int | None = None) -> Any:

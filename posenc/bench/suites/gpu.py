@@ -1,5 +1,5 @@
-"""``posenc bench --device cuda --suite gpu``: rotary on a CUDA GPU, posenc's Triton kernel
-against the kernels a user would otherwise pick, and against the device's copy bandwidth.
+"""gpu (``--device cuda``): rotary on a CUDA GPU, posenc's Triton kernel against the kernels a
+user would otherwise pick, and against the device's copy bandwidth.
 
 Each case rotates Llama-3-8B's q ``[B, 32, S, 128]`` and k ``[B, 8, S, 128]`` in bfloat16.
 The first row copies q and k (the same bytes a rotary must read and write): its bandwidth is
@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .bench import BASE, Case, Ctx, Missing, Spec, Timing
+from ..peers import llama_rotary
+from ..rows import BenchCase, BenchContext, Missing, PlannedRow, Timing
+from ..sizes import BASE
 
 SHAPES = ((1, 4096), (1, 8192), (1, 32768), (8, 4096))  # (batch, seq)
 QUICK_SHAPES = ((1, 64),)
 HEADS_Q, HEADS_K, HEAD_DIM = 32, 8, 128
 
 
-def _qk(ctx: Ctx, batch: int, seq: int) -> tuple[Any, Any, Any]:
+def _qk(ctx: BenchContext, batch: int, seq: int) -> tuple[Any, Any, Any]:
     import torch
 
     def make() -> tuple[Any, Any, Any]:
@@ -39,21 +41,12 @@ def _bytes(q: Any, k: Any) -> int:
     return 2 * (q.numel() + k.numel()) * q.element_size()  # read once, written once
 
 
-def _hf(ctx: Ctx) -> tuple[Any, Any]:
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
-
-    def make() -> Any:
-        config = LlamaConfig(hidden_size=HEADS_Q * HEAD_DIM, num_attention_heads=HEADS_Q,
-                             num_key_value_heads=HEADS_K, head_dim=HEAD_DIM,
-                             rope_parameters={"rope_type": "default", "rope_theta": BASE})
-        return LlamaRotaryEmbedding(config).to(ctx.device)
-
-    return ctx.memo("gpu-hf", make), apply_rotary_pos_emb
+def _hf(ctx: BenchContext) -> tuple[Any, Any]:
+    return llama_rotary(ctx, HEAD_DIM, key="gpu-hf")
 
 
-def _specs(batch: int, seq: int) -> list[Spec]:
-    def copy(ctx: Ctx) -> Timing:
+def _planned(batch: int, seq: int) -> list[PlannedRow]:
+    def copy(ctx: BenchContext) -> Timing:
         import torch
 
         q, k, _ = _qk(ctx, batch, seq)
@@ -61,7 +54,7 @@ def _specs(batch: int, seq: int) -> list[Spec]:
         return Timing(lambda: (qo.copy_(q), ko.copy_(k)), "cuda", "device-to-device copy of q and k",
                       bytes=_bytes(q, k))
 
-    def hf(ctx: Ctx) -> Timing:
+    def hf(ctx: BenchContext) -> Timing:
         q, k, ids = _qk(ctx, batch, seq)
         rotary, apply = _hf(ctx)
 
@@ -72,7 +65,7 @@ def _specs(batch: int, seq: int) -> list[Spec]:
         return Timing(fn, "cuda", "cos/sin from position_ids, then apply_rotary_pos_emb",
                       bytes=_bytes(q, k))
 
-    def hf_compiled(ctx: Ctx) -> Timing:
+    def hf_compiled(ctx: BenchContext) -> Timing:
         import torch
 
         q, k, ids = _qk(ctx, batch, seq)
@@ -86,12 +79,12 @@ def _specs(batch: int, seq: int) -> list[Spec]:
         return Timing(lambda: compiled(q, k, ids), "cuda", "torch.compile of the same",
                       bytes=_bytes(q, k))
 
-    def tables(ctx: Ctx) -> tuple[Any, Any]:
+    def tables(ctx: BenchContext) -> tuple[Any, Any]:
         q, _, ids = _qk(ctx, batch, seq)
         rotary, _ = _hf(ctx)
         return rotary(q, ids)  # [B, S, 128] each, bfloat16
 
-    def liger(ctx: Ctx) -> Timing:
+    def liger(ctx: BenchContext) -> Timing:
         from liger_kernel.transformers.rope import liger_rotary_pos_emb
 
         q, k, _ = _qk(ctx, batch, seq)
@@ -99,7 +92,7 @@ def _specs(batch: int, seq: int) -> list[Spec]:
         return Timing(lambda: liger_rotary_pos_emb(q, k, cos, sin), "cuda",
                       "cos/sin tables given (not timed)", bytes=_bytes(q, k))
 
-    def flash(ctx: Ctx) -> Timing:
+    def flash(ctx: BenchContext) -> Timing:
         try:
             from flash_attn.ops.triton.rotary import apply_rotary
         except ImportError as exc:
@@ -111,14 +104,14 @@ def _specs(batch: int, seq: int) -> list[Spec]:
                       "cos/sin tables given (not timed), q and k in two launches",
                       bytes=_bytes(q, k))
 
-    def ours(ctx: Ctx) -> Timing:
+    def ours(ctx: BenchContext) -> Timing:
         from posenc.backends import torch_triton as pe
 
         q, k, ids = _qk(ctx, batch, seq)
         return Timing(lambda: pe.rope(q, ids, k=k, base=BASE), "cuda",
                       "pe.rope(q, ids, k=k): argument checks + one launch", bytes=_bytes(q, k))
 
-    def ours_kernel(ctx: Ctx) -> Timing:
+    def ours_kernel(ctx: BenchContext) -> Timing:
         from posenc.backends import torch_triton as pe
 
         q, k, ids = _qk(ctx, batch, seq)
@@ -128,7 +121,7 @@ def _specs(batch: int, seq: int) -> list[Spec]:
         return Timing(lambda: op(q, k), "cuda", "the kernel alone: positions read, cos/sin "
                       "computed in the kernel", bytes=_bytes(q, k))
 
-    def ours_inplace(ctx: Ctx) -> Timing:
+    def ours_inplace(ctx: BenchContext) -> Timing:
         from posenc.backends import torch_triton as pe
 
         q, k, ids = _qk(ctx, batch, seq)
@@ -139,50 +132,24 @@ def _specs(batch: int, seq: int) -> list[Spec]:
     p = f"gpu/{batch}x{seq}"
     ref = f"{p}/transformers"
     return [
-        Spec(f"{p}/copy", "device copy of q and k (bandwidth ceiling)", "main", copy, ref),
-        Spec(ref, "transformers Llama rotary + apply_rotary_pos_emb", "main", hf),
-        Spec(f"{p}/transformers-compiled", "torch.compile(transformers rotary + apply)", "main",
-             hf_compiled, ref),
-        Spec(f"{p}/liger", "Liger-Kernel liger_rotary_pos_emb", "main", liger, ref),
-        Spec(f"{p}/flash-attn", "flash-attn apply_rotary (Triton)", "main", flash, ref),
-        Spec(f"{p}/posenc-triton", "posenc torch_triton.rope(q, ids, k=k)", "main", ours, ref),
-        Spec(f"{p}/posenc-triton-kernel", "posenc Triton kernel alone", "main", ours_kernel, ref),
-        Spec(f"{p}/posenc-triton-inplace", "posenc torch_triton.rope(..., inplace=True)", "main",
-             ours_inplace, ref),
+        PlannedRow(f"{p}/copy", "device copy of q and k (bandwidth ceiling)", "main", copy, ref),
+        PlannedRow(ref, "transformers Llama rotary + apply_rotary_pos_emb", "main", hf),
+        PlannedRow(f"{p}/transformers-compiled", "torch.compile(transformers rotary + apply)",
+                   "main", hf_compiled, ref),
+        PlannedRow(f"{p}/liger", "Liger-Kernel liger_rotary_pos_emb", "main", liger, ref),
+        PlannedRow(f"{p}/flash-attn", "flash-attn apply_rotary (Triton)", "main", flash, ref),
+        PlannedRow(f"{p}/posenc-triton", "posenc torch_triton.rope(q, ids, k=k)", "main", ours,
+                   ref),
+        PlannedRow(f"{p}/posenc-triton-kernel", "posenc Triton kernel alone", "main", ours_kernel,
+                   ref),
+        PlannedRow(f"{p}/posenc-triton-inplace", "posenc torch_triton.rope(..., inplace=True)",
+                   "main", ours_inplace, ref),
     ]
 
 
-def plan(quick: bool) -> list[Case]:
-    cases = []
-    for batch, seq in QUICK_SHAPES if quick else SHAPES:
-        cases.append(Case(f"gpu-{batch}x{seq}", "gpu",
-                          f"rotary on CUDA, q [{batch},{HEADS_Q},{seq},{HEAD_DIM}], "
-                          f"k [{batch},{HEADS_K},{seq},{HEAD_DIM}] bfloat16, base {BASE:g}",
-                          _specs(batch, seq)))
-    return cases
-
-
-def time_cuda(fn: Any) -> float:
-    """Median seconds of ``fn`` on the current CUDA stream (CUDA events)."""
-    try:
-        from triton.testing import do_bench
-    except ImportError:
-        do_bench = None
-    if do_bench is not None:
-        return float(do_bench(fn, warmup=50, rep=300, return_mode="median")) * 1e-3
-    import statistics
-
-    import torch
-
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(100):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
-
+def cases(quick: bool) -> list[BenchCase]:
+    return [BenchCase(f"gpu-{batch}x{seq}", "gpu",
+                      f"rotary on CUDA, q [{batch},{HEADS_Q},{seq},{HEAD_DIM}], "
+                      f"k [{batch},{HEADS_K},{seq},{HEAD_DIM}] bfloat16, base {BASE:g}",
+                      _planned(batch, seq))
+            for batch, seq in (QUICK_SHAPES if quick else SHAPES)]
