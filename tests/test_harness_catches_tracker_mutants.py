@@ -1,4 +1,4 @@
-"""Porting bugs reported to peer projects' trackers (tests/mutants/tracker.py) must each fail
+"""Porting bugs reported to peer projects' trackers (tests/mutants/tracker/) must each fail
 the harness: NumPy float64 and float32, eager, golden cases and properties.
 
 Catch rate when this set was written: 37 of 37 (100%). Before the cases and the property
