@@ -1,7 +1,7 @@
 """FlexAttention score_mods checked against the materialised bias (the ALiBi, T5 and KERPLE
 ``*_flex_score_mod`` properties).
 
-``flex_attention(q, k, v, score_mod=<posenc.backends.torch_flex factory>(...))`` must equal
+``flex_attention(q, k, v, score_mod=<posenc.backends.torch.flex factory>(...))`` must equal
 ``posenc.attention(q, k, v, bias=<the backend's own materialised bias>)`` and the float64
 reference attention with the reference bias; the score_mod must hold no ``[q_len, k_len]``
 tensor; in float64, gradients of the weights (T5's table, KERPLE's r1, r2) through
@@ -67,7 +67,7 @@ def factory(ctx: Context, name: str) -> Callable[..., Any]:
     """The backend's own score_mod factory ``name`` (``overrides``), or posenc's."""
     if name in ctx.backend.overrides:
         return ctx.backend.overrides[name]
-    from posenc.backends import torch_flex
+    from posenc.backends.torch import flex as torch_flex
 
     return getattr(torch_flex, name)
 

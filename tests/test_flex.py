@@ -1,4 +1,4 @@
-"""FlexAttention score_mods (posenc.backends.torch_flex): bad inputs, the bias a score_mod adds
+"""FlexAttention score_mods (posenc.backends.torch.flex): bad inputs, the bias a score_mod adds
 against the materialised bias, flex_attention against posenc.attention (eager and compiled,
 grouped-query heads), gradients of T5's table and KERPLE's parameters, the harness property
 on torch and elsewhere, and broken score_mods that the property must catch."""
@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 flex_api = pytest.importorskip("torch.nn.attention.flex_attention")
 
 from posenc.backends import torch as pe  # noqa: E402
-from posenc.backends import torch_flex  # noqa: E402
+from posenc.backends.torch import flex as torch_flex  # noqa: E402
 from posenc.conformance import Options, plan, run  # noqa: E402
 from posenc.errors import ParameterError  # noqa: E402
 

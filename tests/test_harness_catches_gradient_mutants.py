@@ -35,7 +35,7 @@ def test_the_unbroken_backend_passes_the_gradient_check() -> None:
 def test_a_broken_rotary_table_fails_through_the_layer_backend(monkeypatch) -> None:
     """The torch-layers backend checks RotaryEmbedding's table path: rows read one position
     late fail the goldens (and pass again once repaired)."""
-    from posenc.backends import torch_layers
+    from posenc.backends.torch import layers as torch_layers
 
     original = torch_layers.RotaryEmbedding._cos_sin
     monkeypatch.setattr(torch_layers.RotaryEmbedding, "_cos_sin",

@@ -9,7 +9,7 @@ import pytest
 import posenc
 
 torch = pytest.importorskip("torch")
-torch_native = pytest.importorskip("posenc.backends.torch_native")
+torch_native = pytest.importorskip("posenc.backends.torch.native")
 
 
 def _clear_caches() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")  # import torch before TensorFlow (the other order has crashed)
 tf = pytest.importorskip("tensorflow")
-from posenc.backends import tf_array_api as xp  # noqa: E402
+from posenc.backends.tensorflow import array_api as xp  # noqa: E402
 
 A = np.array([[-1.5, 0.25, 2.0], [3.0, -0.5, 1.0]])
 

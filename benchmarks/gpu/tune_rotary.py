@@ -4,7 +4,7 @@
 
 Prints, per configuration, the median time and the fraction of the device-copy bandwidth at
 the shapes of `posenc bench --suite gpu`; the best becomes CONFIG in
-posenc/backends/triton_rotary.py.
+backends/torch/triton_kernel.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from triton.testing import do_bench
 
 from posenc.backends import torch_triton as pe
-from posenc.backends import triton_rotary
+from posenc.backends.torch import triton_kernel as triton_rotary
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from posenc.backends import get_backend, torch_flex
+from posenc.backends import get_backend
+from posenc.backends.torch import flex as torch_flex
 from posenc.encodings.t5 import t5_bias, t5_bucket
 
 

@@ -17,9 +17,9 @@ class TensorFlowNative(native.Native):
         return (tf.Tensor, tf.Variable)
 
     def namespace(self) -> ModuleType:
-        from . import tf_array_api
+        from . import array_api
 
-        return tf_array_api
+        return array_api
 
     def device_of(self, x: Any) -> Any:
         return None  # placement follows tf.device scopes, not the arrays

@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend
-from .convenience import bind_module
+from ..backend import Backend
+from ..convenience import bind_module
 
 
 def _load() -> ModuleType:
     import jax.numpy as jnp
 
-    from . import jax_native  # noqa: F401  (registers JAX's special cases with the core)
+    from . import native  # noqa: F401  (registers JAX's special cases with the core)
 
     return jnp
 
@@ -148,11 +148,11 @@ BACKEND = Backend(
 
 
 def _nnx() -> Any:
-    from .jax_layers import nnx_module
+    from .layers import nnx_module
 
     return nnx_module()
 
 
 # pe.<Layer>: frozen descriptions with init/apply; pe.nnx.<Layer>: Flax NNX modules
-__getattr__, __dir__ = bind_module(BACKEND, layers="posenc.backends.jax_layers",
+__getattr__, __dir__ = bind_module(BACKEND, layers="posenc.backends.jax.layers",
                                    layer_backend="jax-layers", extras={"nnx": _nnx})

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend
-from .convenience import bind_module
+from ..backend import Backend
+from ..convenience import bind_module
 
 
 def _load() -> ModuleType:
-    from . import tensorflow_native, tf_array_api  # noqa: F401  (the first registers TF's cases)
+    from . import array_api, native  # noqa: F401  (native registers TF's special cases)
 
-    return tf_array_api
+    return array_api
 
 
 def _tf() -> ModuleType:

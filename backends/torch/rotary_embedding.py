@@ -16,8 +16,8 @@ from posenc.encodings import learned
 from posenc.encodings.rope import rope_cos_sin, rope_schedule
 from posenc.errors import ParameterError
 
-from . import torch_native
-from .torch_memory import may_overlap, same_view
+from . import native as torch_native
+from .memory import may_overlap, same_view
 
 __all__ = ["RotaryEmbedding", "check_pair", "rotary_factory"]
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend
-from .convenience import bind_module
+from ..backend import Backend
+from ..convenience import bind_module
 
 
 def _torch() -> ModuleType:
     import torch
 
-    from . import torch_native  # noqa: F401  (registers torch's fast paths with the core)
+    from . import native  # noqa: F401  (registers torch's fast paths with the core)
 
     return torch
 
@@ -118,10 +118,10 @@ BACKEND = Backend(
 
 
 def _flex(name: str) -> Callable[[], Any]:  # FlexAttention score_mods: pe.t5_score_mod(...)
-    return lambda: getattr(importlib.import_module("posenc.backends.torch_flex"), name)
+    return lambda: getattr(importlib.import_module("posenc.backends.torch.flex"), name)
 
 
 __getattr__, __dir__ = bind_module(
-    BACKEND, layers="posenc.backends.torch_layers", layer_backend="torch-layers",
+    BACKEND, layers="posenc.backends.torch.layers", layer_backend="torch-layers",
     extras={n: _flex(n) for n in ("alibi_score_mod", "t5_score_mod", "kerple_score_mod",
                                   "causal_mask_mod")})

@@ -20,7 +20,7 @@ from torch import nn
 from posenc.errors import ParameterError
 from posenc.layers import Init, Layer, all_layers
 
-from .torch_rotary_embedding import RotaryEmbedding, rotary_factory
+from .rotary_embedding import RotaryEmbedding, rotary_factory
 
 __all__ = ["RotaryEmbedding", "layer_class", "layer_classes", "layer_factory"]
 
