@@ -350,3 +350,7 @@ def evaluate(diagnosis: Diagnosis, reference: Reference, inputs: Arrays,
 from ._zoo_diagnoses import TRANSFORMS as _ZOO_TRANSFORMS  # noqa: E402  (needs Transform above)
 
 TRANSFORMS.update(_ZOO_TRANSFORMS)
+
+from ._cope_diagnoses import TRANSFORMS as _COPE_TRANSFORMS  # noqa: E402
+
+TRANSFORMS.update(_COPE_TRANSFORMS)
