@@ -64,8 +64,9 @@ def cope(q: Any, k: Any, pos_emb: Any, *, npos_max: int, scale: float | None = N
     weight = positions - low  # differentiable in the gates; floor and ceil are not
     per_row = xp.matmul(qc, xp.matrix_transpose(table))  # e_n = q_i · E[n], [..., q, npos]
     per_row = xp.broadcast_to(per_row, (*batch, q_len, npos_max))
-    e_low = xp.take_along_axis(per_row, xp.astype(low, xp.int64), axis=-1)
-    e_high = xp.take_along_axis(per_row, xp.astype(xp.ceil(positions), xp.int64), axis=-1)
+    index = _arange(xp, 0, device).dtype  # the default integer: int64, or jax's int32
+    e_low = xp.take_along_axis(per_row, xp.astype(low, index), axis=-1)
+    e_high = xp.take_along_axis(per_row, xp.astype(xp.ceil(positions), index), axis=-1)
     term = weight * e_high + (1 - weight) * e_low
     if causal:
         term = xp.where(seen, term, zero)
