@@ -28,6 +28,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "ALiBiBias": dict(num_heads=2),
     "AxialRotaryEmbedding": dict(),
     "ConvPositionEncoding": dict(channels=4, kernel_size=3),
+    "CoPEBias": dict(head_dim=4, npos_max=5),
     "DebertaRelativeScores": dict(head_dim=4, position_buckets=4, max_relative_positions=8),
     "FIREBias": dict(num_heads=2, hidden=4),
     "FloaterPositionEmbedding": dict(dim=4, hidden=4, steps=1),
@@ -51,6 +52,7 @@ CALLS: dict[str, Callable[[np.random.Generator], Call]] = {
     "AxialRotaryEmbedding": lambda rng: (
         (_normal(rng, 2, 4, 8), _ints([[0, 0], [0, 1], [1, 0], [1, 1]])), {}),
     "ConvPositionEncoding": lambda rng: ((_normal(rng, 2, 5, 4),), {}),
+    "CoPEBias": lambda rng: ((_normal(rng, 2, 3, 4), _normal(rng, 2, 3, 4)), {}),
     "DebertaRelativeScores": lambda rng: ((_normal(rng, 2, 3, 4), _normal(rng, 2, 3, 4)), {}),
     "FIREBias": lambda rng: ((3, 3), {}),
     "FloaterPositionEmbedding": lambda rng: ((), {"length": 2}),

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import array_api, params, shapes
 from ..errors import ParameterError
+from ..layers import Layer, Weight, normal
 
 __all__ = ["cope"]
 
@@ -116,3 +117,13 @@ def _validate(xp: ModuleType, q: Any, k: Any, pos_emb: Any, npos_max: int) -> No
             f"q has q_len={q_len} > k_len={k_len}: queries are aligned to the end of the keys "
             f"(KV cache), so q_len must be <= k_len (q shape {tuple(q.shape)}, k shape "
             f"{tuple(k.shape)})")
+
+
+LAYERS = (Layer(
+    "CoPEBias", "cope",
+    # the paper initialises the table to zeros; a small normal (like posenc's other tables)
+    # gives a first step with a non-zero term and gradient through q
+    weights=(Weight("pos_emb", lambda c: (c["npos_max"], c["head_dim"]), normal(0.02)),),
+    sizes=("head_dim",), config=("npos_max", "scale", "causal"),
+    doc="CoPE's position embeddings [npos_max, head_dim]: layer(q, k) -> the term "
+        "[..., q, k] to add to the attention logits"),)
