@@ -231,3 +231,48 @@ def test_swapped_weights_fail_the_interpolation_property() -> None:
 def test_gates_without_the_causal_mask_fail_the_causal_properties() -> None:
     assert {"cope_counts_gated_keys", "cope_positions_from_linear_table",
             "cope_causal"} <= _failing_properties(causal=False)
+
+
+# --------------------------------------------------------------------------------------------
+# cost in PyTorch eager mode: no host reads, nothing larger than the scores
+# --------------------------------------------------------------------------------------------
+
+
+def test_torch_eager_reads_nothing_back_and_builds_nothing_larger_than_the_scores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ATen op's result holds at most batch · heads · q_len · max(k_len, npos_max)
+    elements (no [q, k, npos_max] or [q, k, d] tensor), and no tensor value reaches the host
+    (on a GPU that would wait for the device)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    batch, heads, q_len, k_len, d, npos_max = 2, 3, 16, 24, 8, 20
+    largest: list[int] = []
+
+    class Sizes(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, tuple | list) else (out,):
+                if isinstance(t, torch.Tensor):
+                    largest.append(t.numel())
+            return out
+
+    reads: list[str] = []
+    for name in ("tolist", "item", "__bool__", "__int__", "__float__", "__index__"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self: Any, *a: Any, _name: str = name, _original: Any = original) -> Any:
+            reads.append(_name)
+            return _original(self, *a)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    q = torch.randn(batch, heads, q_len, d)
+    k = torch.randn(batch, heads, k_len, d)
+    table = torch.randn(npos_max, d)
+    with Sizes():
+        out = posenc.cope(q, k, table, npos_max=npos_max)
+    monkeypatch.undo()
+    assert reads == []
+    assert tuple(out.shape) == (batch, heads, q_len, k_len)
+    assert max(largest) <= batch * heads * q_len * max(k_len, npos_max)
