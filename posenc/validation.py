@@ -36,7 +36,7 @@ from .errors import ParameterError, SpecError
 
 # Default texts, by rule. ``messages`` may replace them, per input or axis: a rank error of input
 # n looks up "rank:n", "shape:n", "shape", "rank"; an axis disagreement on axis a found at input n
-# "axis:a", "shape:n", "shape", "axis"; a kind error "kind:n", then "kind:<kind>".
+# "shape:n", "axis:a", "shape", "axis"; a kind error "kind:n", then "kind:<kind>".
 DEFAULT_MESSAGES: dict[str, str] = {
     "array": "{name} must be an array, got {type}",
     "kind:float": "{name} must have a real floating dtype, got {dtype}",
@@ -208,7 +208,7 @@ class Inputs:
                     sizes[axis], first[axis] = size, (decl.name, shape)
                 elif sizes[axis] != size:
                     by, by_shape = first[axis]
-                    self._fail((f"axis:{axis}", f"shape:{decl.name}", "shape", "axis"), arrays,
+                    self._fail((f"shape:{decl.name}", f"axis:{axis}", "shape", "axis"), arrays,
                                sizes, **self._shape_fields(decl, shape, sizes), axis=axis,
                                size=size, first=by, first_shape=by_shape, first_size=sizes[axis])
         self._check_dtypes(arrays, sizes)

@@ -186,3 +186,16 @@ def test_unknown_names_are_a_spec_error(toy) -> None:
 def test_the_shipped_spec_is_read_whatever_the_spec_dir(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("POSENC_SPEC_DIR", str(tmp_path))
     assert [d.name for d in validation.Inputs("rope").declared] == ["x", "positions"]
+
+
+def test_checks_trace_under_torch_compile_fullgraph() -> None:
+    """Shape and dtype checks only: torch.compile(fullgraph=True) traces them with symbolic
+    shapes too, and a checked encoding gives the eager result."""
+    torch = pytest.importorskip("torch")
+    import posenc
+
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
+    compiled = torch.compile(posenc.attention, fullgraph=True, dynamic=True)
+    torch.testing.assert_close(compiled(q, k, v), posenc.attention(q, k, v))
+    q, k, v = torch.randn(3, 7, 4), torch.randn(3, 9, 4), torch.randn(3, 9, 2)
+    torch.testing.assert_close(compiled(q, k, v), posenc.attention(q, k, v))
