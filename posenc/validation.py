@@ -36,7 +36,8 @@ from .errors import ParameterError, SpecError
 
 # Default texts, by rule. ``messages`` may replace them, per input or axis: a rank error of input
 # n looks up "rank:n", "shape:n", "shape", "rank"; an axis disagreement on axis a found at input n
-# "shape:n", "axis:a", "shape", "axis"; a kind error "kind:n", then "kind:<kind>".
+# "shape:n", "axis:a", "shape", "axis" (or "known" for a size given beforehand); a kind error
+# "kind:n", then "kind:<kind>".
 DEFAULT_MESSAGES: dict[str, str] = {
     "array": "{name} must be an array, got {type}",
     "kind:float": "{name} must have a real floating dtype, got {dtype}",
@@ -45,6 +46,7 @@ DEFAULT_MESSAGES: dict[str, str] = {
     "rank": "{name} must have shape {pattern}, got shape {shape}",
     "axis": ("{name} has shape {shape} but {first} has shape {first_shape}: they must agree on "
              "{axis} ({size} != {first_size})"),
+    "known": "{name} must have shape {pattern} = {expected}, got shape {shape}",
     "dtypes": "{names} must share one dtype, got {listed}",
 }
 
@@ -157,7 +159,7 @@ class Inputs:
       input with its shape, joined with commas / "and"), ``inputs`` and ``patterns`` (every
       declared input and its pattern, joined with commas);
     - "axis" also: ``axis``, ``size``, and ``first``, ``first_shape``, ``first_size`` (the input
-      that set the axis);
+      that set the axis; for a size known beforehand ``first`` is the axis, ``first_shape`` None);
     - "dtypes": ``names`` / ``commas`` (joined with "and" / commas), ``listed`` ("q float32, k
       float64"), ``is_listed`` ("q is float32, ..."), ``dtypes`` / ``dtypes_and`` (in input
       order), ``distinct`` (sorted, once each), ``dtype`` (by name).
@@ -180,11 +182,14 @@ class Inputs:
         self.skip_kind = frozenset(skip_kind)
         self.messages: dict[str, Message] = {**DEFAULT_MESSAGES, **(messages or {})}
 
-    def check(self, xp: ModuleType, **arrays: Any) -> dict[str, Any]:
+    def check(self, xp: ModuleType, axes: Mapping[str, int] | None = None, **arrays: Any
+              ) -> dict[str, Any]:
         """Raise :class:`ParameterError` unless ``arrays`` fit the declarations; returns the size
-        of each named axis (``{"seq": 5, "dim": 8}``). Inputs not passed are not checked."""
-        sizes: dict[str, Any] = {}
-        first: dict[str, tuple[str, tuple[Any, ...]]] = {}  # axis -> (the input that set it, its shape)
+        of each named axis (``{"seq": 5, "dim": 8}``). Inputs not passed are not checked.
+        ``axes``: sizes known beforehand, e.g. from a parameter (``{"num_buckets": 32}``)."""
+        sizes: dict[str, Any] = dict(axes or {})
+        # axis -> (the input that set it and its shape), or (the axis, None) when known beforehand
+        first: dict[str, tuple[str, tuple[Any, ...] | None]] = {n: (n, None) for n in sizes}
         for decl in self.declared:
             if decl.name not in arrays:
                 continue
@@ -208,7 +213,8 @@ class Inputs:
                     sizes[axis], first[axis] = size, (decl.name, shape)
                 elif sizes[axis] != size:
                     by, by_shape = first[axis]
-                    self._fail((f"shape:{decl.name}", f"axis:{axis}", "shape", "axis"), arrays,
+                    rule = "axis" if by_shape is not None else "known"
+                    self._fail((f"shape:{decl.name}", f"axis:{axis}", "shape", rule), arrays,
                                sizes, **self._shape_fields(decl, shape, sizes), axis=axis,
                                size=size, first=by, first_shape=by_shape, first_size=sizes[axis])
         self._check_dtypes(arrays, sizes)

@@ -199,3 +199,13 @@ def test_checks_trace_under_torch_compile_fullgraph() -> None:
     torch.testing.assert_close(compiled(q, k, v), posenc.attention(q, k, v))
     q, k, v = torch.randn(3, 7, 4), torch.randn(3, 9, 4), torch.randn(3, 9, 2)
     torch.testing.assert_close(compiled(q, k, v), posenc.attention(q, k, v))
+
+
+def test_sizes_known_beforehand(toy) -> None:
+    """A size fixed by a parameter (T5's num_buckets rows) is checked like an input's."""
+    check = toy('  - name: table\n    kind: float\n    shape: "[num_buckets, heads]"\n')
+    assert check.check(xp, {"num_buckets": 4}, table=np.zeros((4, 2))) == {
+        "num_buckets": 4, "heads": 2}
+    with pytest.raises(ParameterError, match=r"^table must have shape \[num_buckets, heads\] = "
+                                             r"\[4, heads\], got shape \(3, 2\)$"):
+        check.check(xp, {"num_buckets": 4}, table=np.zeros((3, 2)))
