@@ -180,6 +180,10 @@ class Inputs:
             same_dtype = [d.name for d in self.declared if d.kind == "float"]
         self.same_dtype = tuple(same_dtype or ())
         self.skip_kind = frozenset(skip_kind)
+        self._plan = tuple(
+            (d, None if d.name in self.skip_kind else _KIND_DTYPES[d.kind],
+             None if d.patterns is None else tuple(_plan(p) for p in d.patterns))
+            for d in self.declared)
         self.messages: dict[str, Message] = {**DEFAULT_MESSAGES, **(messages or {})}
 
     def check(self, xp: ModuleType, axes: Mapping[str, int] | None = None, **arrays: Any
@@ -187,38 +191,50 @@ class Inputs:
         """Raise :class:`ParameterError` unless ``arrays`` fit the declarations; returns the size
         of each named axis (``{"seq": 5, "dim": 8}``). Inputs not passed are not checked.
         ``axes``: sizes known beforehand, e.g. from a parameter (``{"num_buckets": 32}``)."""
-        sizes: dict[str, Any] = dict(axes or {})
-        # axis -> (the input that set it and its shape), or (the axis, None) when known beforehand
-        first: dict[str, tuple[str, tuple[Any, ...] | None]] = {n: (n, None) for n in sizes}
-        for decl in self.declared:
-            if decl.name not in arrays:
+        # the hot path of every call: plain loops over the plan made in __init__
+        sizes: dict[str, Any] = dict(axes) if axes else {}
+        set_by: dict[str, str] = {}  # axis -> the input that set it (absent: known beforehand)
+        for decl, kind, plans in self._plan:
+            name = decl.name
+            if name not in arrays:
                 continue
-            a = arrays[decl.name]
+            a = arrays[name]
             if a is None and decl.optional:
                 continue
             if not (hasattr(a, "dtype") and hasattr(a, "shape")):
-                self._fail(("array",), arrays, sizes, name=decl.name, type=type(a).__name__)
-            if decl.name not in self.skip_kind and not xp.isdtype(a.dtype, _KIND_DTYPES[decl.kind]):
-                self._fail((f"kind:{decl.name}", f"kind:{decl.kind}"), arrays, sizes,
-                           name=decl.name, kind=decl.kind, dtype=array_api.dtype_name(a.dtype))
-            if decl.patterns is None:
+                self._fail(("array",), arrays, sizes, name=name, type=type(a).__name__)
+            if kind is not None and not xp.isdtype(a.dtype, kind):
+                self._fail((f"kind:{name}", f"kind:{decl.kind}"), arrays, sizes, name=name,
+                           kind=decl.kind, dtype=array_api.dtype_name(a.dtype))
+            if plans is None:
                 continue
-            shape = tuple(a.shape)
-            bound = _match(decl.patterns, shape)
-            if bound is None:
-                self._fail((f"rank:{decl.name}", f"shape:{decl.name}", "shape", "rank"), arrays,
-                           sizes, **self._shape_fields(decl, shape, sizes))
-            for axis, size in bound:
+            shape = a.shape
+            axes_at = _match(plans, shape)
+            if axes_at is None:
+                self._fail((f"rank:{name}", f"shape:{name}", "shape", "rank"), arrays, sizes,
+                           **self._shape_fields(decl, tuple(shape), sizes))
+            for i, axis in axes_at:
+                size = shape[i]
                 if axis not in sizes:
-                    sizes[axis], first[axis] = size, (decl.name, shape)
-                elif sizes[axis] != size:
-                    by, by_shape = first[axis]
-                    rule = "axis" if by_shape is not None else "known"
-                    self._fail((f"shape:{decl.name}", f"axis:{axis}", "shape", rule), arrays,
-                               sizes, **self._shape_fields(decl, shape, sizes), axis=axis,
-                               size=size, first=by, first_shape=by_shape, first_size=sizes[axis])
-        self._check_dtypes(arrays, sizes)
+                    sizes[axis] = size
+                    set_by[axis] = name
+                elif size is not None and sizes[axis] is not None and sizes[axis] != size:
+                    self._axis_error(decl, axis, size, arrays, sizes, set_by)
+        if len(self.same_dtype) > 1:
+            self._check_dtypes(arrays, sizes)
         return sizes
+
+    def _axis_error(self, decl: Declared, axis: str, size: Any, arrays: Mapping[str, Any],
+                    sizes: dict[str, Any], set_by: dict[str, str]) -> None:
+        by = set_by.get(axis)
+        fields = self._shape_fields(decl, tuple(arrays[decl.name].shape), sizes)
+        if by is None:  # a size known beforehand
+            self._fail((f"shape:{decl.name}", f"axis:{axis}", "shape", "known"), arrays, sizes,
+                       **fields, axis=axis, size=size, first=axis, first_shape=None,
+                       first_size=sizes[axis])
+        self._fail((f"shape:{decl.name}", f"axis:{axis}", "shape", "axis"), arrays, sizes,
+                   **fields, axis=axis, size=size, first=by,
+                   first_shape=tuple(arrays[by].shape), first_size=sizes[axis])
 
     def _shape_fields(self, decl: Declared, shape: tuple[Any, ...], sizes: dict[str, Any]
                       ) -> dict[str, Any]:
@@ -240,9 +256,18 @@ class Inputs:
         raise ParameterError(message(fields) if callable(message) else message.format(**fields))
 
     def _check_dtypes(self, arrays: Mapping[str, Any], sizes: dict[str, Any]) -> None:
-        present = [(n, arrays[n]) for n in self.same_dtype if arrays.get(n) is not None]
-        if all(a.dtype == present[0][1].dtype for _, a in present[1:]):
+        dtype = None
+        for n in self.same_dtype:
+            a = arrays.get(n)
+            if a is None:
+                continue
+            if dtype is None:
+                dtype = a.dtype
+            elif a.dtype != dtype:
+                break
+        else:
             return
+        present = [(n, arrays[n]) for n in self.same_dtype if arrays.get(n) is not None]
         names = [n for n, _ in present]
         dtypes = [array_api.dtype_name(a.dtype) for _, a in present]
         pairs = list(zip(names, dtypes, strict=True))
@@ -253,25 +278,33 @@ class Inputs:
                    distinct=", ".join(sorted(set(dtypes))), dtype=dict(pairs))
 
 
-def _match(patterns: tuple[tuple[str | int | None, ...], ...], shape: tuple[Any, ...]
-           ) -> list[tuple[str, Any]] | None:
-    """The (axis name, size) pairs of the first pattern ``shape`` fits, or None."""
-    for pattern in patterns:
-        if "..." in pattern:
-            cut = pattern.index("...")
-            head, tail = pattern[:cut], pattern[cut + 1:]
-            if len(shape) < len(head) + len(tail):
-                continue
-            dims = list(zip(head, shape, strict=False))
-            dims += list(zip(tail, shape[len(shape) - len(tail):], strict=True))
-        elif len(shape) == len(pattern):
-            dims = list(zip(pattern, shape, strict=True))
-        else:
+# A pattern planned for matching: (rank, exact, literal dims, named dims), each dim as
+# (index into the shape, negative from the end after "...", and the size or axis name).
+_Plan = tuple[int, bool, tuple[tuple[int, int], ...], tuple[tuple[int, str], ...]]
+
+
+def _plan(pattern: tuple[str | int | None, ...]) -> _Plan:
+    if "..." in pattern:
+        cut = pattern.index("...")
+        at = [*range(cut), *range(cut + 1 - len(pattern), 0)]
+        dims = [d for d in pattern if d != "..."]
+    else:
+        at, dims = list(range(len(pattern))), list(pattern)
+    return (len(dims), "..." not in pattern,
+            tuple((i, d) for i, d in zip(at, dims, strict=True) if isinstance(d, int)),
+            tuple((i, d) for i, d in zip(at, dims, strict=True) if isinstance(d, str)))
+
+
+def _match(plans: tuple[_Plan, ...], shape: Any) -> tuple[tuple[int, str], ...] | None:
+    """The named dims of the first pattern ``shape`` fits, or None."""
+    rank = len(shape)
+    for length, exact, fixed, named in plans:
+        if rank < length or (exact and rank != length):
             continue
         fits = True
-        for dim, size in dims:  # a loop, not `in`: dynamo mis-evaluates `in` on SymInts
-            if isinstance(dim, int) and size != dim:
+        for i, size in fixed:  # a loop, not `in`: dynamo mis-evaluates `in` on SymInts
+            if shape[i] != size:
                 fits = False
         if fits:
-            return [(dim, size) for dim, size in dims if isinstance(dim, str)]
+            return named
     return None
