@@ -23,6 +23,12 @@ def spec_dir() -> Path:
     return _locate("spec", "POSENC_SPEC_DIR")
 
 
+def shipped_spec_dir() -> Path:
+    """The spec folder that ships with this posenc, whatever ``$POSENC_SPEC_DIR`` says."""
+    inside = _PACKAGE / "spec"
+    return inside if inside.is_dir() else _PACKAGE.parent / "spec"
+
+
 def golden_dir() -> Path:
     """The folder holding ``<id>.npz`` goldens and ``manifest.json`` (``$POSENC_GOLDEN_DIR`` wins)."""
     return _locate("golden", "POSENC_GOLDEN_DIR")

@@ -8,31 +8,23 @@ from typing import Any
 from .. import array_api, rotary
 from ..errors import ParameterError
 
+# The message of a positions array that is not [seq, 2] (checked with the declared inputs)
+GRID_SHAPE = ("positions has shape {shape}: it must be [seq, 2] = {expected} (row, column) "
+              "coordinates")
 
-def check_x(x: Any, what: str) -> tuple[int, int]:
-    """``(seq, dim)`` of ``x [..., seq, dim]``, dim a multiple of 4."""
-    if x.ndim < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    seq, dim = int(x.shape[-2]), int(x.shape[-1])
+
+def head_width(x: Any, what: str) -> int:
+    """``dim`` of ``x [..., seq, dim]`` (its shape already checked), a multiple of 4."""
+    dim = int(x.shape[-1])
     if dim % 4:
         raise ParameterError(f"x.shape[-1]={dim} must be a multiple of 4 ({what} splits each "
                              "half of the head between two axes)")
-    return seq, dim
+    return dim
 
 
-def check_grid(xp: Any, positions: Any, seq: int) -> None:
+def require_grid(positions: Any) -> None:
     if positions is None:
         raise ParameterError("positions=None: 2-D rope needs [seq, 2] grid coordinates")
-    if tuple(positions.shape) != (seq, 2):
-        raise ParameterError(f"positions has shape {tuple(positions.shape)}: it must be [seq, 2] "
-                             f"= [{seq}, 2] (row, column) coordinates")
-    check_integral(xp, positions)
-
-
-def check_integral(xp: Any, positions: Any) -> None:
-    if not xp.isdtype(positions.dtype, "integral"):
-        raise ParameterError(f"positions must have an integer dtype, got "
-                             f"{array_api.dtype_name(positions.dtype)}")
 
 
 def rotate_by_coordinates(xp: Any, x: Any, coords: Any, inv_freq: Sequence[float],

@@ -6,10 +6,21 @@ import math
 from types import ModuleType
 from typing import Any
 
-from .. import array_api, params, shapes
-from ..errors import ParameterError
+from .. import array_api, params, shapes, validation
 
 __all__ = ["attention"]
+
+# Texts shared with Shaw's attention, which checks q, k and v the same way
+SCORE_MESSAGES = {
+    "rank": "{name} must have at least {min_rank} dims [..., len, dim], got shape {shape}",
+    "axis:d": "{first} and {name} must have the same last dim, got shapes {first_shape} and "
+              "{shape}",
+    "axis:k_len": "{first} and {name} must have the same length (axis -2), got shapes "
+                  "{first_shape} and {shape}",
+    "kind:mask": "mask must be boolean (True = may attend), got dtype {dtype}",
+}
+_INPUTS = validation.Inputs("attention", same_dtype=("q", "k", "v"), messages={
+    **SCORE_MESSAGES, "dtypes": "{names} must share one dtype, got {dtypes}"})
 
 
 def attention(
@@ -26,38 +37,14 @@ def attention(
     for float64 inputs).
     """
     xp = array_api.namespace(q=q, k=k, v=v, bias=bias, mask=mask)
-    for name, a in (("q", q), ("k", k), ("v", v)):
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
-        if a.ndim < 2:
-            raise ParameterError(f"{name} must have at least 2 dims [..., len, dim], got shape "
-                                 f"{tuple(a.shape)}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise ParameterError(
-            f"q, k and v must share one dtype, got {array_api.dtype_name(q.dtype)}, "
-            f"{array_api.dtype_name(k.dtype)}, {array_api.dtype_name(v.dtype)}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ParameterError(f"q and k must have the same last dim, got shapes {tuple(q.shape)} "
-                             f"and {tuple(k.shape)}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ParameterError(f"k and v must have the same length (axis -2), got shapes "
-                             f"{tuple(k.shape)} and {tuple(v.shape)}")
+    _INPUTS.check(xp, q=q, k=k, v=v, bias=bias, mask=mask)
     params.scale(scale)
     batch = shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                                      "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))
     for name, a in (("bias", bias), ("mask", mask)):
-        if a is None:
-            continue
-        if not hasattr(a, "shape"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        shapes.check_broadcasts_to(name, tuple(a.shape), scores_shape, "[..., q_len, k_len]")
-    if bias is not None:
-        array_api.check_floating(xp, "bias", bias)
-    if mask is not None and mask.dtype != xp.bool:
-        raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
-                             f"{array_api.dtype_name(mask.dtype)}")
+        if a is not None:
+            shapes.check_broadcasts_to(name, tuple(a.shape), scores_shape, "[..., q_len, k_len]")
 
     s = params.default_scale(scale, tuple(q.shape))
     compute = array_api.compute_dtype(xp, q.dtype)

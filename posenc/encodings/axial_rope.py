@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import array_api, params, rotary
+from .. import array_api, params, rotary, validation
 from ..errors import ParameterError
 from ..layers import Layer
 
@@ -50,22 +50,28 @@ def axis_frequencies(axes_dims: Sequence[int],
     return inv, axis
 
 
-def _check_shapes(x: Any, positions: Any) -> tuple[int, int, int]:
-    if x.ndim < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
+def _bad_positions(pshape: tuple[int, ...], xshape: tuple[int, ...]) -> str:
+    seq = xshape[-2]
+    return (f"positions has shape {pshape} but x has shape {xshape}: positions must be "
+            f"[seq, n_axes] = [{seq}, n_axes] or [batch, seq, n_axes] = [{xshape[0]}, {seq}, "
+            "n_axes] grid coordinates (batched needs x.ndim >= 3)")
+
+
+# positions may also be float32/float64 (array_api.check_positions_dtype)
+_INPUTS = validation.Inputs("axial_rope", skip_kind=("positions",), messages={
+    "shape:positions": lambda f: _bad_positions(f["shape"], f["shape_of"]["x"])})
+
+
+def _check_shapes(xp: Any, x: Any, positions: Any) -> tuple[int, int, int]:
+    _INPUTS.check(xp, x=x, positions=positions)
     # operator.index makes torch.compile specialise on dim and n_axes (plain int() turns
     # symbolic once a recompile has seen other sizes; the host-side frequencies need ints)
     seq, dim = int(x.shape[-2]), operator.index(x.shape[-1])
-    pshape = tuple(positions.shape)
-    if positions.ndim == 2 and pshape[0] == seq and pshape[1] >= 1:
-        return seq, dim, operator.index(positions.shape[1])
-    if (positions.ndim == 3 and x.ndim >= 3 and pshape[:2] == (int(x.shape[0]), seq)
-            and pshape[2] >= 1):
-        return seq, dim, operator.index(positions.shape[2])
-    raise ParameterError(
-        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
-        f"[seq, n_axes] = [{seq}, n_axes] or [batch, seq, n_axes] = [{x.shape[0]}, {seq}, "
-        "n_axes] grid coordinates (batched needs x.ndim >= 3)")
+    n_axes = operator.index(positions.shape[-1])
+    # n_axes >= 1, and batched ids take x's first dim as batch: rules the spec cannot say
+    if n_axes < 1 or (positions.ndim == 3 and (x.ndim < 3 or positions.shape[0] != x.shape[0])):
+        raise ParameterError(_bad_positions(tuple(positions.shape), tuple(x.shape)))
+    return seq, dim, n_axes
 
 
 def axial_rope(
@@ -89,7 +95,7 @@ def axial_rope(
     device, positions = rotary.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: axial_rope needs [seq, n_axes] grid coordinates")
-    seq, dim, n_axes = _check_shapes(x, positions)
+    seq, dim, n_axes = _check_shapes(xp, x, positions)
     dims = _axes_dims(axes_dims, dim, n_axes)
     inv_freq, axis = axis_frequencies(dims, base)
     rd, n = sum(dims), sum(dims) // 2

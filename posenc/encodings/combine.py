@@ -4,27 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 
 __all__ = ["combine"]
 
 MODES = ("add", "multiply", "scale", "concat")
 
+_INPUTS = validation.Inputs("combine", messages={
+    "axis": "{name} has shape {shape} but {first} has shape {first_shape}: {axis} differs "
+            "({size} != {first_size})",
+    "dtypes": "x has dtype {dtype[x]} but p has dtype {dtype[p]}: cast p to x's dtype first"})
+
 
 def _check_shapes(x: Any, p: Any, mode: str) -> None:
     xs, ps = tuple(x.shape), tuple(p.shape)
-    if len(xs) < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {xs}")
-    if len(ps) < 2:
-        raise ParameterError(f"p must have shape [..., seq, dim_p], got shape {ps}")
     if len(ps) > len(xs):
         raise ParameterError(
             f"p has shape {ps} but x has shape {xs}: p has more axes than x, and combining must "
             "not change x's shape")
-    if ps[-2] != xs[-2]:
-        raise ParameterError(
-            f"p has shape {ps} but x has shape {xs}: seq differs ({ps[-2]} != {xs[-2]})")
     if mode != "concat" and ps[-1] != xs[-1]:
         raise ParameterError(
             f"p has shape {ps} but x has shape {xs}: mode={mode!r} needs the same feature "
@@ -54,15 +52,7 @@ def combine(x: Any, p: Any, *, mode: str = "add") -> Any:
     """
     xp = array_api.namespace(x=x, p=p)
     params.choice("mode", mode, MODES)
-    for name, value in (("x", x), ("p", p)):
-        if not hasattr(value, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(value).__name__}")
-    array_api.check_floating(xp, "x", x)
-    array_api.check_floating(xp, "p", p)
-    if x.dtype != p.dtype:
-        raise ParameterError(
-            f"x has dtype {array_api.dtype_name(x.dtype)} but p has dtype {array_api.dtype_name(p.dtype)}: "
-            "cast p to x's dtype first")
+    _INPUTS.check(xp, x=x, p=p)
     _check_shapes(x, p, mode)
 
     if mode == "add":

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 
 __all__ = ["complex_order"]
 
 OUTPUTS = ("complex", "real_imag")
+
+_SAME_SHAPE = ("amplitude, frequency and phase must share one shape [..., seq, dim] (at least 2 "
+               "dims), got {shapes}")
+_INPUTS = validation.Inputs("complex_order", messages={
+    "shape": _SAME_SHAPE, "dtypes": "{names} must share one dtype, got {distinct}"})
 
 
 def complex_order(
@@ -28,19 +33,11 @@ def complex_order(
                        phase=phase)
     params.choice("output", output, OUTPUTS)
     named = {"amplitude": amplitude, "frequency": frequency, "phase": phase}
-    for name, a in named.items():
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
+    _INPUTS.check(xp, **named)  # positions: a list is converted below
     shapes = {name: tuple(a.shape) for name, a in named.items()}
-    if len(set(shapes.values())) > 1 or amplitude.ndim < 2:
-        described = ", ".join(f"{n} {s}" for n, s in shapes.items())
-        raise ParameterError(f"amplitude, frequency and phase must share one shape "
-                             f"[..., seq, dim] (at least 2 dims), got {described}")
-    dtypes = {array_api.dtype_name(a.dtype) for a in named.values()}
-    if len(dtypes) > 1:
-        raise ParameterError(f"amplitude, frequency and phase must share one dtype, got "
-                             f"{', '.join(sorted(dtypes))}")
+    if len(set(shapes.values())) > 1:  # the leading dims too, which patterns leave free
+        raise ParameterError(_SAME_SHAPE.format(
+            shapes=", ".join(f"{n} {s}" for n, s in shapes.items())))
     if output == "complex" and not hasattr(xp, "complex64"):
         raise ParameterError(
             f"output='complex' needs complex dtypes, which {getattr(xp, '__name__', xp)!r} lacks: "

@@ -6,7 +6,7 @@ import itertools
 from types import ModuleType
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight, normal
 
@@ -28,27 +28,38 @@ def _as_array(xp: ModuleType, name: str, value: Any, device: Any) -> Any:
         raise ParameterError(f"{name} must be an array, got {type(value).__name__}") from exc
 
 
-def _check_shapes(x: Any, kernel: Any, bias: Any, padding: str) -> int:
-    """Validate the shapes; return the number of spatial dims (1 or 2)."""
-    xs, ks = _shape(x), _shape(kernel)
+def _kernel_rank(ks: tuple[int, ...]) -> str:
+    return (f"kernel must have shape [k, C] (1-D) or [kh, kw, C] (2-D), got shape {ks}: "
+            f"{len(ks) - 1} spatial dims (kernel.ndim - 1), expected 1 or 2")
+
+
+def _x_rank(xs: tuple[int, ...], ks: tuple[int, ...]) -> str:
+    """x has fewer dims than the kernel's spatial dims plus channels (the kernel's error first)."""
     spatial = len(ks) - 1
     if spatial not in (1, 2):
-        raise ParameterError(
-            f"kernel must have shape [k, C] (1-D) or [kh, kw, C] (2-D), got shape {ks}: "
-            f"{spatial} spatial dims (kernel.ndim - 1), expected 1 or 2")
-    if len(xs) < spatial + 1:
-        layout = "[..., seq, C]" if spatial == 1 else "[..., H, W, C]"
-        raise ParameterError(
-            f"x has shape {xs} but kernel has shape {ks}: a {spatial}-D kernel needs x of shape "
+        return _kernel_rank(ks)
+    layout = "[..., seq, C]" if spatial == 1 else "[..., H, W, C]"
+    return (f"x has shape {xs} but kernel has shape {ks}: a {spatial}-D kernel needs x of shape "
             f"{layout}, at least {spatial + 1} dims")
-    channels = xs[-1]
-    if ks[-1] != channels:
-        raise ParameterError(
-            f"kernel has shape {ks} but x has shape {xs}: kernel.shape[-1]={ks[-1]} must equal "
-            f"the channel count x.shape[-1]={channels} (one filter per channel)")
-    if bias is not None and _shape(bias) != (channels,):
-        raise ParameterError(
-            f"bias has shape {_shape(bias)} but x has shape {xs}: bias must be [C] = [{channels}]")
+
+
+_INPUTS = validation.Inputs("conv", same_dtype=False, messages={
+    "rank:x": lambda f: _x_rank(f["shape"], f["shape_of"]["kernel"]),
+    "rank:kernel": lambda f: _kernel_rank(f["shape"]),
+    "axis:C": "{name} has shape {shape} but {first} has shape {first_shape}: "
+              "kernel.shape[-1]={size} must equal the channel count x.shape[-1]={first_size} "
+              "(one filter per channel)",
+    "shape:bias": "bias has shape {shape} but x has shape {shape_of[x]}: bias must be [C] = "
+                  "[{size_of[C]}]"})
+
+
+def _check_shapes(x: Any, kernel: Any, padding: str) -> int:
+    """The rules across inputs that the declared shapes leave out; return the number of spatial
+    dims (1 or 2)."""
+    xs, ks = _shape(x), _shape(kernel)
+    spatial = len(ks) - 1
+    if len(xs) < spatial + 1:
+        raise ParameterError(_x_rank(xs, ks))
     if any(k % 2 == 0 for k in ks[:-1]):
         raise ParameterError(
             f"kernel has shape {ks}: kernel sizes {ks[:-1]} must be odd (an even size has no "
@@ -106,11 +117,8 @@ def conv(x: Any, kernel: Any, bias: Any = None, *, padding: str = "zeros") -> An
     device = array_api.device_of(x)
     kernel = _as_array(xp, "kernel", kernel, device)
     bias = _as_array(xp, "bias", bias, device)
-    array_api.check_floating(xp, "x", x)
-    array_api.check_floating(xp, "kernel", kernel)
-    if bias is not None:
-        array_api.check_floating(xp, "bias", bias)
-    spatial = _check_shapes(x, kernel, bias, padding)
+    _INPUTS.check(xp, x=x, kernel=kernel, bias=bias)
+    spatial = _check_shapes(x, kernel, padding)
 
     compute = array_api.compute_dtype(xp, x.dtype)
     xc = xp.astype(x, compute, copy=False)

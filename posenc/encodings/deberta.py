@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import array_api, native, params, shapes
+from .. import array_api, native, params, shapes, validation
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -228,23 +228,10 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
     return xp.astype(out, rel.dtype, copy=False)
 
 
-def _check_arrays(xp: Any, arrays: dict[str, Any]) -> None:
-    for name, a in arrays.items():
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
-        if a.ndim < 2:
-            raise ParameterError(
-                f"{name} must have at least 2 dims [..., rows, d], got shape {tuple(a.shape)}")
-    dtypes = {name: array_api.dtype_name(a.dtype) for name, a in arrays.items()}
-    if len(set(dtypes.values())) > 1:
-        described = ", ".join(f"{n} is {d}" for n, d in dtypes.items())
-        raise ParameterError(f"q, k and the relative tables must share one dtype, but {described}")
-    widths = {name: int(a.shape[-1]) for name, a in arrays.items()}
-    if len(set(widths.values())) > 1:
-        described = ", ".join(f"{n} {tuple(arrays[n].shape)}" for n in widths)
-        raise ParameterError(f"q, k and the relative tables must share the last dim d, got "
-                             f"shapes {described}")
+_SCORE_INPUTS = validation.Inputs("deberta_scores", messages={
+    "rank": "{name} must have at least {min_rank} dims [..., rows, d], got shape {shape}",
+    "axis:d": "q, k and the relative tables must share the last dim d, got shapes {shapes}",
+    "dtypes": "q, k and the relative tables must share one dtype, but {is_listed}"})
 
 
 def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
@@ -270,7 +257,7 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
     xp = array_api.namespace(q=q, k=k, rel_k=rel_k, rel_q=rel_q)
     arrays = {n: a for n, a in (("q", q), ("k", k), ("rel_k", rel_k), ("rel_q", rel_q))
               if a is not None}
-    _check_arrays(xp, arrays)
+    _SCORE_INPUTS.check(xp, **arrays)
     position_buckets = operator.index(params.integer("position_buckets", position_buckets))
     bucketed = position_buckets > 0
     if bucketed:

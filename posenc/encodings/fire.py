@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight, normal
 
 __all__ = ["fire"]
+
+_INPUTS = validation.Inputs("fire", messages={
+    "shape": "{inputs} must have shapes {patterns}, got {shapes}",
+    "dtypes": "{names} must share one dtype, got {distinct}"})
 
 
 def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float = 0.1,
@@ -34,21 +38,8 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < float("inf"):
         raise ParameterError(f"eps={eps!r} must be a finite number >= 0")
     named = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
-    for name, a in named.items():
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
-    shapes = {name: tuple(a.shape) for name, a in named.items()}
-    if (len(shapes["w2"]) != 2 or shapes["w1"] != shapes["w2"][:1] or shapes["b1"] != shapes["w1"]
-            or shapes["b2"] != shapes["w2"][1:]):
-        described = ", ".join(f"{n} {s}" for n, s in shapes.items())
-        raise ParameterError(f"w1, b1, w2, b2 must have shapes [hidden], [hidden], "
-                             f"[hidden, heads], [heads], got {described}")
-    dtypes = {array_api.dtype_name(a.dtype) for a in named.values()}
-    if len(dtypes) > 1:
-        raise ParameterError(f"w1, b1, w2 and b2 must share one dtype, got "
-                             f"{', '.join(sorted(dtypes))}")
-    heads = shapes["w2"][1]
+    sizes = _INPUTS.check(xp, **named)
+    heads = sizes["heads"]
     compute = array_api.compute_dtype(xp, w1.dtype)
     device = array_api.device_of(w1)
 
@@ -66,7 +57,7 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     # (32 in the paper) and memory stays O(heads * q_len * k_len).
     out = xp.zeros((heads, q_len, k_len), dtype=compute, device=device) + xp.reshape(
         b2, (heads, 1, 1))
-    for unit in range(int(shapes["w1"][0])):
+    for unit in range(int(sizes["hidden"])):
         h = x * w1[unit] + b1[unit]
         h = xp.maximum(h, xp.zeros_like(h))
         out = out + xp.reshape(w2[unit, :], (heads, 1, 1)) * h

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight, normal
 
@@ -12,32 +12,38 @@ __all__ = ["floater"]
 
 INPUTS = ("p0", "w1", "b1", "w2", "b2")
 
+_P0_SHAPE = "p0 must have shape [d] with d >= 1, got shape {shape}"
+
+
+def _w1_shape(fields: dict[str, Any]) -> str:
+    """w1's first dim is d + 1, which a spec shape cannot say: the message names it."""
+    p0 = fields["shape_of"]["p0"]
+    return (f"w1 has shape {fields['shape']} but p0 has shape {p0}: w1 must be [d + 1, hidden] "
+            f"= [{p0[0] + 1}, hidden] with hidden >= 1 (its last row multiplies the time t)")
+
+
+def _later_shape(fields: dict[str, Any]) -> str:
+    """b1, w2 or b2 off; w1 is reported first when it is off too (as [d + 1, hidden >= 1])."""
+    p0, w1 = fields["shape_of"]["p0"], fields["shape_of"]["w1"]
+    if w1[0] != p0[0] + 1 or w1[1] == 0:
+        return _w1_shape({**fields, "shape": w1})
+    return ("{name} has shape {shape} but p0 has shape {shape_of[p0]} and w1 has shape "
+            "{shape_of[w1]}: {name} must be {expected}").format(**fields)
+
+
+_INPUTS = validation.Inputs("floater", messages={
+    "rank:p0": _P0_SHAPE, "shape:w1": _w1_shape, "shape": _later_shape,
+    "dtypes": "{names} must have one dtype, but {is_listed}"})
+
 
 def _check_inputs(xp: Any, arrays: dict[str, Any]) -> tuple[int, int]:
-    for name, value in arrays.items():
-        if not hasattr(value, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(value).__name__}")
-        array_api.check_floating(xp, name, value)
-    shapes = {name: tuple(value.shape) for name, value in arrays.items()}
-    p0, w1 = shapes["p0"], shapes["w1"]
-    if len(p0) != 1 or p0[0] == 0:
-        raise ParameterError(f"p0 must have shape [d] with d >= 1, got shape {p0}")
-    d = p0[0]
-    if len(w1) != 2 or w1[0] != d + 1 or w1[1] == 0:
-        raise ParameterError(
-            f"w1 has shape {w1} but p0 has shape {p0}: w1 must be [d + 1, hidden] = "
-            f"[{d + 1}, hidden] with hidden >= 1 (its last row multiplies the time t)")
-    hidden = w1[1]
-    expected = {"b1": (hidden,), "w2": (hidden, d), "b2": (d,)}
-    for name, shape in expected.items():
-        if shapes[name] != shape:
-            raise ParameterError(
-                f"{name} has shape {shapes[name]} but p0 has shape {p0} and w1 has shape {w1}: "
-                f"{name} must be {list(shape)}")
-    dtypes = {name: array_api.dtype_name(value.dtype) for name, value in arrays.items()}
-    if len(set(dtypes.values())) > 1:
-        listed = ", ".join(f"{name} is {dt}" for name, dt in dtypes.items())
-        raise ParameterError(f"p0, w1, b1, w2 and b2 must have one dtype, but {listed}")
+    sizes = _INPUTS.check(xp, **arrays)
+    p0, w1 = tuple(arrays["p0"].shape), tuple(arrays["w1"].shape)
+    d, hidden = sizes["d"], sizes["hidden"]
+    if d == 0:
+        raise ParameterError(_P0_SHAPE.format(shape=p0))
+    if w1[0] != d + 1 or hidden == 0:
+        raise ParameterError(_w1_shape({"shape": w1, "shape_of": {"p0": p0}}))
     return d, hidden
 
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import Layer, Weight, uniform
 
 __all__ = ["kerple"]
 
 FORMS = ("log", "power")
+
+_INPUTS = validation.Inputs("kerple", messages={
+    "shape": "r1 and r2 must both have shape [heads], got {shapes_and}",
+    "dtypes": "{names} must share one dtype, got {dtypes_and}"})
 
 
 def kerple(q_len: int, k_len: int, r1: Any, r2: Any, *, form: str = "log") -> Any:
@@ -33,16 +37,7 @@ def kerple(q_len: int, k_len: int, r1: Any, r2: Any, *, form: str = "log") -> An
     xp = array_api.namespace(r1=r1, r2=r2)
     params.choice("form", form, FORMS)
     q_len, k_len = params.query_lengths(q_len, k_len)
-    for name, a in (("r1", r1), ("r2", r2)):
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
-    if r1.ndim != 1 or tuple(r1.shape) != tuple(r2.shape):
-        raise ParameterError(f"r1 and r2 must both have shape [heads], got r1 "
-                             f"{tuple(r1.shape)} and r2 {tuple(r2.shape)}")
-    if r1.dtype != r2.dtype:
-        raise ParameterError(f"r1 and r2 must share one dtype, got {array_api.dtype_name(r1.dtype)} "
-                             f"and {array_api.dtype_name(r2.dtype)}")
+    _INPUTS.check(xp, r1=r1, r2=r2)
     heads = int(r1.shape[0])
     compute = array_api.compute_dtype(xp, r1.dtype)
     a, b = xp.astype(r1, compute), xp.astype(r2, compute)

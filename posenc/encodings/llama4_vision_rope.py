@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params, rotary
+from .. import array_api, params, rotary, validation
 from . import _vision
 
 __all__ = ["llama4_vision_rope"]
+
+_INPUTS = validation.Inputs("llama4_vision_rope",
+                            messages={"shape:positions": _vision.GRID_SHAPE})
 
 
 def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0) -> Any:
@@ -22,8 +25,9 @@ def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0) -> Any:
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
     device, positions = rotary.array_inputs(xp, x, positions)
-    seq, dim = _vision.check_x(x, "llama4_vision_rope")
-    _vision.check_grid(xp, positions, seq)
+    _vision.require_grid(positions)
+    _INPUTS.check(xp, x=x, positions=positions)
+    dim = _vision.head_width(x, "llama4_vision_rope")
     compute = array_api.compute_dtype(xp, x.dtype)
     array_api.assert_position_range(xp, positions, compute=compute)
     cls = xp.any(positions < 0, axis=1, keepdims=True)

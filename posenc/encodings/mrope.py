@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import array_api, params, rotary
+from .. import array_api, params, rotary, validation
 from ..errors import ParameterError
 from ..layers import Layer
 from .rope_frequencies import Schedule, schedule, schedule_type
@@ -88,21 +88,27 @@ def _configure(dim: int, sections: Any, interleaved: Any, base: float,
     return sched, axis
 
 
-def _check_shapes(x: Any, positions: Any) -> tuple[int, int]:
-    if x.ndim < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
+def _bad_positions(pshape: tuple[int, ...], xshape: tuple[int, ...]) -> str:
+    seq = xshape[-2]
+    return (f"positions has shape {pshape} but x has shape {xshape}: positions must be "
+            f"[3, seq] = [3, {seq}] or [3, batch, seq] = [3, {xshape[0]}, {seq}] (t, h, w "
+            "position ids; batched needs x.ndim >= 3)")
+
+
+# positions may also be float32/float64 (array_api.check_positions_dtype)
+_INPUTS = validation.Inputs("mrope", skip_kind=("positions",), messages={
+    "shape:positions": lambda f: _bad_positions(f["shape"], f["shape_of"]["x"])})
+
+
+def _check_shapes(xp: Any, x: Any, positions: Any) -> tuple[int, int]:
+    _INPUTS.check(xp, x=x, positions=positions)
     # operator.index makes torch.compile specialise on dim (plain int() turns symbolic once a
     # recompile has seen other widths, and the host-side frequencies then become sympy)
     seq, dim = int(x.shape[-2]), operator.index(x.shape[-1])
-    pshape = tuple(positions.shape)
-    if positions.ndim == 2 and pshape == (3, seq):
-        return seq, dim
-    if positions.ndim == 3 and x.ndim >= 3 and pshape == (3, int(x.shape[0]), seq):
-        return seq, dim
-    raise ParameterError(
-        f"positions has shape {pshape} but x has shape {tuple(x.shape)}: positions must be "
-        f"[3, seq] = [3, {seq}] or [3, batch, seq] = [3, {x.shape[0]}, {seq}] (t, h, w position "
-        "ids; batched needs x.ndim >= 3)")
+    # batched ids: batch is x's first dim, which the declared shapes cannot say
+    if positions.ndim == 3 and (x.ndim < 3 or positions.shape[1] != x.shape[0]):
+        raise ParameterError(_bad_positions(tuple(positions.shape), tuple(x.shape)))
+    return seq, dim
 
 
 def mrope(
@@ -126,7 +132,7 @@ def mrope(
     device, positions = rotary.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: mrope needs [3, seq] (t, h, w) position ids")
-    seq, dim = _check_shapes(x, positions)
+    seq, dim = _check_shapes(xp, x, positions)
     sched, axis = _configure(dim, sections, interleaved, base, scaling)
     rd, n = sched.rotary_dim, sched.rotary_dim // 2
     compute = array_api.compute_dtype(xp, x.dtype)

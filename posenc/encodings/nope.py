@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api
-from ..errors import ParameterError
+from .. import array_api, validation
 
 __all__ = ["nope"]
+
+_INPUTS = validation.Inputs("nope")
 
 
 def nope(x: Any, positions: Any = None) -> Any:
@@ -16,8 +17,5 @@ def nope(x: Any, positions: Any = None) -> Any:
 
     Without a causal mask, attention over NoPE queries and keys is permutation-equivariant;
     with one, order is still visible through the mask."""
-    xp = array_api.namespace(x=x, positions=positions)
-    if x.ndim < 2:
-        raise ParameterError(f"x must have shape [..., seq, dim], got shape {tuple(x.shape)}")
-    array_api.check_floating(xp, "x", x)
+    _INPUTS.check(array_api.namespace(x=x, positions=positions), x=x)  # positions: ignored
     return x

@@ -6,11 +6,20 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .. import array_api, params, rotary
+from .. import array_api, params, rotary, validation
 from ..errors import ParameterError
 from . import _vision
 
 __all__ = ["pixtral_rope"]
+
+
+def _positions_shape(fields: dict[str, Any]) -> str:
+    if len(fields["shape"]) == 1:  # flat ids [seq]
+        return f"positions has shape {fields['shape']} but x has {fields['first_size']} tokens"
+    return _vision.GRID_SHAPE.format(**{**fields, "expected": f"[{fields['size_of']['seq']}, 2]"})
+
+
+_INPUTS = validation.Inputs("pixtral_rope", messages={"shape:positions": _positions_shape})
 
 
 def pixtral_frequencies(dim: int, base: float) -> tuple[tuple[float, ...], tuple[int, ...]]:
@@ -33,8 +42,10 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
     device, positions = rotary.array_inputs(xp, x, positions)
-    seq, dim = _vision.check_x(x, "pixtral_rope")
-    if positions is not None and positions.ndim == 1:
+    _vision.require_grid(positions)
+    _INPUTS.check(xp, x=x, positions=positions)
+    dim = _vision.head_width(x, "pixtral_rope")
+    if positions.ndim == 1:
         if max_width is None:
             raise ParameterError("positions are flat ids [seq]: pass max_width (the model's "
                                  "max_patches_per_side) to split them into (row, column)")
@@ -46,14 +57,8 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
             raise ParameterError(f"max_width={max_width!r} must be a positive int") from None
         if width < 1:
             raise ParameterError(f"max_width={max_width!r} must be a positive int")
-        if int(positions.shape[0]) != seq:
-            raise ParameterError(f"positions has shape {tuple(positions.shape)} but x has {seq} "
-                                 "tokens")
-        _vision.check_integral(xp, positions)
         positions = xp.stack([xp.floor_divide(positions, width), xp.remainder(positions, width)],
                              axis=1)
-    else:
-        _vision.check_grid(xp, positions, seq)
     compute = array_api.compute_dtype(xp, x.dtype)
     array_api.assert_position_range(xp, positions, compute=compute)
     inv_freq, axis = pixtral_frequencies(dim, base)

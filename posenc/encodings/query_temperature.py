@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 
 __all__ = ["query_temperature"]
@@ -26,12 +26,9 @@ def _floor_scale(value: Any) -> int:
     return value
 
 
-def _check_ids(xp: Any, name: str, ids: Any, ndim: int) -> None:
-    if ids.ndim != ndim:
-        shape = "[seq]" if ndim == 1 else "[batch, seq]"
-        raise ParameterError(f"{name} must have shape {shape}, got shape {tuple(ids.shape)}")
-    if not xp.isdtype(ids.dtype, "integral"):
-        raise ParameterError(f"{name} must have an integer dtype, got {array_api.dtype_name(ids.dtype)}")
+_INPUTS = validation.Inputs("query_temperature", messages={
+    "axis:seq": "{name} has shape {shape} but {first} has {first_size} entries: {name} must be "
+                "[batch, {first_size}]"})
 
 
 def query_temperature(
@@ -56,14 +53,7 @@ def query_temperature(
         raise ParameterError(f"scale={scale!r} must be a number")
     out = array_api.output_dtype(xp, dtype)
     compute = array_api.compute_dtype(xp, out)
-    _check_ids(xp, "cache_position", cache_position, 1)
-    if position_ids is not None:
-        _check_ids(xp, "position_ids", position_ids, 2)
-        if position_ids.shape[1] != cache_position.shape[0]:
-            raise ParameterError(
-                f"position_ids has shape {tuple(position_ids.shape)} but cache_position has "
-                f"{cache_position.shape[0]} entries: position_ids must be [batch, "
-                f"{cache_position.shape[0]}]")
+    _INPUTS.check(xp, cache_position=cache_position, position_ids=position_ids)
     if form == "llama4":
         ids, offset = cache_position, 1
     else:

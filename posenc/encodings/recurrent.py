@@ -4,30 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import IDENTITY, Layer, Weight, normal
 
 __all__ = ["recurrent"]
 
+_P0_SHAPE = "p0 must have shape [d] with d >= 1, got shape {shape}"
+_INPUTS = validation.Inputs("recurrent", messages={
+    "rank:p0": _P0_SHAPE,
+    "shape:transition": "transition has shape {shape} but p0 has shape {shape_of[p0]}: "
+                        "transition must be [d, d] = {expected}",
+    "dtypes": "{names} must have the same dtype, got {dtypes_and}"})
+
 
 def _check_inputs(xp: Any, p0: Any, transition: Any) -> int:
-    for name, value in (("p0", p0), ("transition", transition)):
-        if not hasattr(value, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(value).__name__}")
-        array_api.check_floating(xp, name, value)
-    pshape, ashape = tuple(p0.shape), tuple(transition.shape)
-    if len(pshape) != 1 or pshape[0] == 0:
-        raise ParameterError(f"p0 must have shape [d] with d >= 1, got shape {pshape}")
-    d = int(pshape[0])
-    if ashape != (d, d):
-        raise ParameterError(
-            f"transition has shape {ashape} but p0 has shape {pshape}: transition must be "
-            f"[d, d] = [{d}, {d}]")
-    if p0.dtype != transition.dtype:
-        raise ParameterError(
-            f"p0 and transition must have the same dtype, got {array_api.dtype_name(p0.dtype)} and "
-            f"{array_api.dtype_name(transition.dtype)}")
+    d = int(_INPUTS.check(xp, p0=p0, transition=transition)["d"])
+    if d == 0:
+        raise ParameterError(_P0_SHAPE.format(shape=tuple(p0.shape)))
     return d
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .. import array_api, params, shapes
+from .. import array_api, params, shapes, validation
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -23,65 +23,53 @@ from . import attention as _attention
 __all__ = ["shaw_attention", "shaw_scores"]
 
 
+def _table_width(fields: dict[str, Any]) -> str:
+    """A table's width disagrees with d (q and k) or d_v (v)."""
+    if fields["name"] == "k":
+        return _attention.SCORE_MESSAGES["axis:d"].format(**fields)
+    return (f"{fields['name']} has shape {fields['shape']}, expected width {fields['first_size']}"
+            f" (the last dim of {'q and k' if fields['axis'] == 'd' else 'v'})")
+
+
+_MESSAGES = {
+    **_attention.SCORE_MESSAGES, "axis:d": _table_width, "axis:d_v": _table_width,
+    "rank:table_k": "table_k must have shape [2*max_relative_position + 1, d], got shape {shape}",
+    "rank:table_v": "table_v must have shape [2*max_relative_position + 1, d_v], got shape "
+                    "{shape}",
+    "dtypes": "{commas} must share one dtype, got {listed}"}
+_SCORES = validation.Inputs("shaw_scores", messages=_MESSAGES)
+_ATTENTION = validation.Inputs("shaw_attention", messages=_MESSAGES)
+
+
 def _arange(xp: ModuleType, n: Any, device: Any) -> Any:
     return xp.arange(n) if device is None else xp.arange(n, device=device)
 
 
-def _check_array(xp: ModuleType, name: str, a: Any, *, ndim: int | None = None,
-                 shape: str = "") -> None:
-    if not hasattr(a, "dtype") or not hasattr(a, "shape"):
-        raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-    array_api.check_floating(xp, name, a)
-    if ndim is None and a.ndim < 2:
-        raise ParameterError(f"{name} must have at least 2 dims [..., len, dim], got shape "
-                             f"{tuple(a.shape)}")
-    if ndim is not None and a.ndim != ndim:
-        raise ParameterError(f"{name} must have shape {shape}, got shape {tuple(a.shape)}")
-
-
 def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any,
-              max_relative_position: Any, scale: Any) -> tuple[int, float]:
+              max_relative_position: Any, scale: Any, mask: Any = None) -> tuple[int, float]:
     """Checks shared by both functions; returns ``(K, scale)``."""
     K = params.integer("max_relative_position", max_relative_position, minimum=0)
     if scale is not None:
         params.positive("scale", scale)
-    for name, a in arrays.items():
-        _check_array(xp, name, a)
     rows = 2 * K + 1
     tables = {"table_k": table_k} if table_v is None else {"table_k": table_k,
                                                            "table_v": table_v}
-    for name, t in tables.items():
-        _check_array(xp, name, t, ndim=2, shape=f"[2*max_relative_position + 1, "
-                                                f"{'d' if name == 'table_k' else 'd_v'}]")
-    named = {**arrays, **tables}
-    dtypes = {array_api.dtype_name(a.dtype) for a in named.values()}
-    if len(dtypes) > 1:
-        described = ", ".join(f"{n} {array_api.dtype_name(a.dtype)}" for n, a in named.items())
-        raise ParameterError(f"{', '.join(named)} must share one dtype, got {described}")
+    if "v" in arrays:
+        _ATTENTION.check(xp, **arrays, **tables, mask=mask)
+    else:
+        _SCORES.check(xp, **arrays, **tables)
     q, k = arrays["q"], arrays["k"]
-    if q.shape[-1] != k.shape[-1]:
-        raise ParameterError(f"q and k must have the same last dim, got shapes {tuple(q.shape)} "
-                             f"and {tuple(k.shape)}")
-    if "v" in arrays and k.shape[-2] != arrays["v"].shape[-2]:
-        raise ParameterError(f"k and v must have the same length (axis -2), got shapes "
-                             f"{tuple(k.shape)} and {tuple(arrays['v'].shape)}")
     q_len, k_len = q.shape[-2], k.shape[-2]
     if q_len > k_len:
         raise ParameterError(
             f"q has q_len={q_len} > k_len={k_len}: queries are aligned to the end of the keys "
             f"(KV cache), so q_len must be <= k_len (q shape {tuple(q.shape)}, k shape "
             f"{tuple(k.shape)})")
-    for name, t in tables.items():
-        width_of = "q and k" if name == "table_k" else "v"
-        width = q.shape[-1] if name == "table_k" else arrays["v"].shape[-1]
+    for name, t in tables.items():  # the widths: checked with the declared inputs
         if t.shape[0] != rows:
             raise ParameterError(
                 f"{name} has shape {tuple(t.shape)}, expected {rows} rows "
                 f"(2*max_relative_position + 1 for max_relative_position={K})")
-        if t.shape[1] != width:
-            raise ParameterError(
-                f"{name} has shape {tuple(t.shape)}, expected width {width} "
-                f"(the last dim of {width_of})")
     return K, params.default_scale(scale, tuple(q.shape))
 
 
@@ -185,16 +173,11 @@ def shaw_attention(
     """
     xp = array_api.namespace(q=q, k=k, v=v, table_k=table_k, table_v=table_v, mask=mask)
     K, s = _validate(xp, {"q": q, "k": k, "v": v}, table_k, table_v, max_relative_position,
-                     scale)
+                     scale, mask)
     batch = shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                                      "v": tuple(v.shape[:-2])})
     scores_shape = (*batch, int(q.shape[-2]), int(k.shape[-2]))
     if mask is not None:
-        if not hasattr(mask, "shape"):
-            raise ParameterError(f"mask must be an array, got {type(mask).__name__}")
-        if mask.dtype != xp.bool:
-            raise ParameterError(f"mask must be boolean (True = may attend), got dtype "
-                                 f"{array_api.dtype_name(mask.dtype)}")
         shapes.check_broadcasts_to("mask", tuple(mask.shape), scores_shape,
                                     "[..., q_len, k_len]")
 

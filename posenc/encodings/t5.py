@@ -14,7 +14,7 @@ import math
 import operator
 from typing import Any
 
-from .. import array_api, native, params
+from .. import array_api, native, params, validation
 from ..errors import ParameterError
 from ..layers import Layer, Weight, normal
 
@@ -22,6 +22,10 @@ __all__ = ["t5_bias", "t5_bucket"]
 
 # query_offset + q_len + k_len must stay within int32 (JAX without x64 has no wider integer)
 INDEX_LIMIT = 2**31 - 1
+
+_BIAS_INPUTS = validation.Inputs("t5_bias", messages={
+    "shape:table": "table must have shape [num_buckets, heads] = [{size_of[num_buckets]}, heads], "
+                   "got shape {shape}"})
 
 
 def _config(bidirectional: Any, num_buckets: Any, max_distance: Any) -> tuple[bool, int, int]:
@@ -164,14 +168,7 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
             f"query_offset={query_offset}, q_len={q_len} and k_len={k_len}: query_offset + "
             f"q_len + k_len = {query_offset + q_len + k_len} must be <= 2**31 − 1 = "
             f"{INDEX_LIMIT} (the distances are computed in 32-bit integers on some backends)")
-    if not hasattr(table, "dtype"):
-        raise ParameterError(f"table must be an array, got {type(table).__name__}")
-    if table.ndim != 2 or int(table.shape[0]) != num_buckets:
-        raise ParameterError(
-            f"table must have shape [num_buckets, heads] = [{num_buckets}, heads], got shape "
-            f"{tuple(table.shape)}")
-    array_api.check_floating(xp, "table", table)
-    heads = int(table.shape[1])
+    heads = int(_BIAS_INPUTS.check(xp, {"num_buckets": num_buckets}, table=table)["heads"])
     device = array_api.device_of(table)
     if q_len == 0 or k_len == 0:
         return xp.zeros((heads, q_len, k_len), dtype=table.dtype, **_device_kw(device))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import array_api, params, shapes
+from .. import array_api, params, shapes, validation
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight
 
@@ -15,32 +15,17 @@ __all__ = ["transformer_xl"]
 
 METHODS = ("rel_shift", "gather")
 
+_INPUTS = validation.Inputs("transformer_xl", messages={
+    "axis:d": "{name} has width {size} (shape {shape}) but {first} has width d={first_size}: "
+              "the last dims must agree"})
+
 
 def _check(q: Any, k: Any, r_proj: Any, content_bias: Any, position_bias: Any) -> Any:
     """Validate the arrays; returns their namespace."""
     xp = array_api.namespace(q=q, k=k, r_proj=r_proj, content_bias=content_bias,
                        position_bias=position_bias)
-    arrays = {"q": q, "k": k, "r_proj": r_proj, "content_bias": content_bias,
-              "position_bias": position_bias}
-    layouts = {"q": "[..., q_len, d]", "k": "[..., k_len, d]", "r_proj": "[..., d_model, d]",
-               "content_bias": "[..., d]", "position_bias": "[..., d]"}
-    for name, a in arrays.items():
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
-        if a.ndim < layouts[name].count(","):  # the dims after "..."
-            raise ParameterError(f"{name} must have shape {layouts[name]}, got shape "
-                                 f"{tuple(a.shape)}")
-    dtypes = {array_api.dtype_name(a.dtype) for a in arrays.values()}
-    if len(dtypes) > 1:
-        described = ", ".join(f"{n} {array_api.dtype_name(a.dtype)}" for n, a in arrays.items())
-        raise ParameterError(f"q, k, r_proj, content_bias and position_bias must share one "
-                             f"dtype, got {described}")
-    d = int(q.shape[-1])
-    for name, a in arrays.items():
-        if int(a.shape[-1]) != d:
-            raise ParameterError(f"{name} has width {int(a.shape[-1])} (shape {tuple(a.shape)}) "
-                                 f"but q has width d={d}: the last dims must agree")
+    _INPUTS.check(xp, q=q, k=k, r_proj=r_proj, content_bias=content_bias,
+                  position_bias=position_bias)
     d_model = int(r_proj.shape[-2])
     if d_model < 2 or d_model % 2:
         raise ParameterError(f"r_proj has d_model={d_model} rows (shape {tuple(r_proj.shape)}): "

@@ -5,41 +5,36 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import array_api, params, shapes
+from .. import array_api, params, shapes, validation
 from ..errors import ParameterError
 from ..layers import ZEROS, Layer, Weight
 
 __all__ = ["tupe"]
 
 
+def _cls_shape(fields: dict[str, Any]) -> str:
+    if not fields["shape"]:
+        return validation.DEFAULT_MESSAGES["rank"].format(**fields)
+    return (f"cls has shape {fields['shape']}: its last dim must be 2, (theta_1 [CLS]-to-others, "
+            "theta_2 others-to-[CLS])")
+
+
+_ROWS = "{name} has {size} positions (shape {shape}) but {axis}={first_size}: one row per token"
+_INPUTS = validation.Inputs("tupe", messages={
+    "axis:d": "{name} has width {size} (shape {shape}) but {first} has width d={first_size}: "
+              "the last dims must agree",
+    "axis:q_len": _ROWS, "axis:k_len": _ROWS, "rank:cls": _cls_shape,
+    "dtypes": "the array inputs must share one dtype, got {listed}"})
+
+
 def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
     """Validate the arrays; returns their namespace."""
     xp = array_api.namespace(q=q, k=k, pos_q=pos_q, pos_k=pos_k, bias=bias, cls=cls)
-    arrays = {"q": q, "k": k, "pos_q": pos_q, "pos_k": pos_k, "bias": bias, "cls": cls}
-    layouts = {"q": "[..., q_len, d]", "k": "[..., k_len, d]", "pos_q": "[..., q_len, d]",
-               "pos_k": "[..., k_len, d]", "bias": "[..., q_len, k_len]", "cls": "[..., 2]"}
-    present = {n: a for n, a in arrays.items() if a is not None}
-    for name, a in present.items():
-        if not hasattr(a, "dtype"):
-            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
-        array_api.check_floating(xp, name, a)
-        if a.ndim < layouts[name].count(","):  # the dims after "..."
-            raise ParameterError(f"{name} must have shape {layouts[name]}, got shape "
-                                 f"{tuple(a.shape)}")
-    if len({array_api.dtype_name(a.dtype) for a in present.values()}) > 1:
-        described = ", ".join(f"{n} {array_api.dtype_name(a.dtype)}" for n, a in present.items())
-        raise ParameterError(f"the array inputs must share one dtype, got {described}")
-    q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
-    for name in ("k", "pos_q", "pos_k"):
-        a = arrays[name]
-        if int(a.shape[-1]) != d:
-            raise ParameterError(f"{name} has width {int(a.shape[-1])} (shape {tuple(a.shape)}) "
-                                 f"but q has width d={d}: the last dims must agree")
-    for name, length, what in (("pos_q", q_len, "q_len"), ("pos_k", k_len, "k_len")):
-        a = arrays[name]
-        if int(a.shape[-2]) != length:
-            raise ParameterError(f"{name} has {int(a.shape[-2])} positions (shape "
-                                 f"{tuple(a.shape)}) but {what}={length}: one row per token")
+    _INPUTS.check(xp, q=q, k=k, pos_q=pos_q, pos_k=pos_k, bias=bias, cls=cls)
+    if bias is not None and bias.ndim < 2:  # its spec shape is prose ("broadcasts to ...")
+        raise ParameterError(f"bias must have shape [..., q_len, k_len], got shape "
+                             f"{tuple(bias.shape)}")
+    q_len, k_len = int(q.shape[-2]), int(k.shape[-2])
     batch = {"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
              "pos_q": tuple(pos_q.shape[:-2]), "pos_k": tuple(pos_k.shape[:-2])}
     if bias is not None:
@@ -49,9 +44,6 @@ def _check(q: Any, k: Any, pos_q: Any, pos_k: Any, bias: Any, cls: Any) -> Any:
                                  f"to [..., q_len, k_len] = [..., {q_len}, {k_len}]")
         batch["bias"] = tuple(bias.shape[:-2])
     if cls is not None:
-        if int(cls.shape[-1]) != 2:
-            raise ParameterError(f"cls has shape {tuple(cls.shape)}: its last dim must be 2, "
-                                 "(theta_1 [CLS]-to-others, theta_2 others-to-[CLS])")
         if q_len != k_len:
             raise ParameterError(f"cls needs self-attention with query 0 and key 0 the [CLS] "
                                  f"token, but q_len={q_len} != k_len={k_len}")
