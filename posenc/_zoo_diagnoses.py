@@ -167,6 +167,45 @@ def _gemma4_last_as_pattern(ref: Reference, inputs: Arrays, params: dict[str, An
     return out
 
 
+# -- dual chunk attention ----------------------------------------------------------------------
+def _dca_with(change: Any) -> Any:
+    """The reference's rotations at DCA positions altered by ``change(positions, params)``."""
+    def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+        from .reference import dual_chunk_attention as dca
+
+        p = dca.default_positions(inputs["q"], inputs.get("positions"))
+        chunk = change(p, params)
+        return dca.embed(inputs["q"], inputs["k"], chunk, base=params["base"],
+                         layout=params["layout"], rotary_dim=params["rotary_dim"])
+    return apply
+
+
+def _dca_local_size(by: int) -> Any:
+    def change(p: np.ndarray, params: dict[str, Any]) -> Any:
+        from .reference.dual_chunk_attention import chunk_positions
+
+        return chunk_positions(p, params["chunk_size"], params["local_size"] + by,
+                               params["critical"])
+    return change
+
+
+def _dca_clamp_exclusive(p: np.ndarray, params: dict[str, Any]) -> Any:
+    from .reference.dual_chunk_attention import chunk_positions
+
+    intra, succ, inter, key = chunk_positions(p, params["chunk_size"], params["local_size"],
+                                              params["critical"])
+    top = params["chunk_size"] - 1
+    return intra, np.minimum(succ, top), np.minimum(inter, top), key
+
+
+def _dca_inter_from_intra(p: np.ndarray, params: dict[str, Any]) -> Any:
+    from .reference.dual_chunk_attention import chunk_positions
+
+    intra, succ, inter, key = chunk_positions(p, params["chunk_size"], params["local_size"],
+                                              params["critical"])
+    return intra, succ, np.full_like(inter, params["chunk_size"] - params["local_size"] - 1), key
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
@@ -207,4 +246,19 @@ TRANSFORMS: dict[str, Transform] = {
                                    inputs=("positions",)),
     "cls_at_origin": Transform("the CLS token at grid (0, 0)", _cls_at_origin,
                                inputs=("positions",), modules=("llama4_vision_rope",)),
+    "dca_local_size_plus_one": Transform(
+        "chunk length chunk_size - local_size - 1", _dca_with(_dca_local_size(1)),
+        inputs=("q", "k"), params=("chunk_size", "local_size"),
+        modules=("dual_chunk_attention",)),
+    "dca_local_size_minus_one": Transform(
+        "chunk length chunk_size - local_size + 1", _dca_with(_dca_local_size(-1)),
+        inputs=("q", "k"), params=("chunk_size", "local_size"),
+        modules=("dual_chunk_attention",)),
+    "dca_clamp_exclusive": Transform(
+        "query positions clamped at chunk_size - 1", _dca_with(_dca_clamp_exclusive),
+        inputs=("q", "k"), params=("chunk_size",), modules=("dual_chunk_attention",)),
+    "dca_inter_from_intra_table": Transform(
+        "q_inter at chunk_size - local_size - 1", _dca_with(_dca_inter_from_intra),
+        inputs=("q", "k"), params=("chunk_size", "local_size"),
+        modules=("dual_chunk_attention",)),
 }
