@@ -206,6 +206,47 @@ def _dca_inter_from_intra(p: np.ndarray, params: dict[str, Any]) -> Any:
     return intra, succ, np.full_like(inter, params["chunk_size"] - params["local_size"] - 1), key
 
 
+# -- FoPE ------------------------------------------------------------------------------------
+def _fope_transposed(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    swapped = {name: np.swapaxes(np.asarray(inputs[name]), -1, -2)
+               for name in ("cos_coef", "sin_coef")}
+    return _call(ref, {**inputs, **swapped}, params)
+
+
+def _fope_kept(inputs: Arrays, params: dict[str, Any]) -> int:
+    from .reference.fope import kept_frequencies
+
+    return len(kept_frequencies(np.asarray(inputs["x"]).shape[-1], params["base"],
+                                params["max_position_embeddings"], params["num_inv_freq"]))
+
+
+def _fope_sin_one(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    out = np.array(_call(ref, inputs, params))
+    half, kept = x.shape[-1] // 2, _fope_kept(inputs, params)
+    clipped = np.arange(kept, half)
+    out[..., clipped] = x[..., clipped] - x[..., clipped + half]
+    out[..., clipped + half] = x[..., clipped + half] + x[..., clipped]
+    return out
+
+
+def _fope_no_floor(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    half, kept = np.asarray(inputs["x"]).shape[-1] // 2, _fope_kept(inputs, params)
+    grown = {}
+    for name in ("cos_coef", "sin_coef"):
+        coef = np.asarray(inputs[name], dtype=np.float64)
+        full = np.broadcast_to(np.eye(half), (*coef.shape[:-2], half, half)).copy()
+        full[..., :kept, :kept] = coef
+        grown[name] = full
+    return _call(ref, {**inputs, **grown}, {**params, "num_inv_freq": half})
+
+
+def _fope_first_head(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    first = {name: np.asarray(inputs[name])[:1] if np.ndim(inputs[name]) == 3
+             else inputs[name] for name in ("cos_coef", "sin_coef")}
+    return _call(ref, {**inputs, **first}, params)
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
@@ -261,4 +302,17 @@ TRANSFORMS: dict[str, Transform] = {
         "q_inter at chunk_size - local_size - 1", _dca_with(_dca_inter_from_intra),
         inputs=("q", "k"), params=("chunk_size", "local_size"),
         modules=("dual_chunk_attention",)),
+    "fope_coefficients_transposed": Transform(
+        "cos_coef and sin_coef transposed", _fope_transposed,
+        inputs=("cos_coef", "sin_coef"), modules=("fope",)),
+    "fope_sin_padded_with_one": Transform(
+        "the clipped pairs' sin padded with 1", _fope_sin_one, inputs=("x",),
+        params=("base", "max_position_embeddings", "num_inv_freq"), modules=("fope",)),
+    "fope_floor_not_applied": Transform(
+        "every frequency kept (identity coefficients past the floor)", _fope_no_floor,
+        inputs=("x", "cos_coef", "sin_coef"),
+        params=("base", "max_position_embeddings", "num_inv_freq"), modules=("fope",)),
+    "fope_first_head_for_all": Transform(
+        "coefficient head 0 for every head", _fope_first_head,
+        inputs=("cos_coef", "sin_coef"), modules=("fope",)),
 }
