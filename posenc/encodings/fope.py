@@ -113,13 +113,13 @@ def fope(
         cos = xp.matmul(xp.cos(angles), a)  # [(batch,) groups, seq, M]
         sin = xp.matmul(xp.sin(angles), b)
         pad = (*tuple(cos.shape[:-1]), half - kept)
-        cos = xp.concat([cos, xp.ones(pad, dtype=compute, device=device)], axis=-1)
+        cos = xp.concat([cos, xp.full(pad, 1.0, dtype=compute, device=device)], axis=-1)
         sin = xp.concat([sin, xp.zeros(pad, dtype=compute, device=device)], axis=-1)
     else:  # every frequency clipped: the identity
         shape = (*tuple(p.shape[:-2]), 1, seq, half)
         if batched:
             shape = (p.shape[0], 1, seq, half)
-        cos = xp.ones(shape, dtype=compute, device=device)
+        cos = xp.full(shape, 1.0, dtype=compute, device=device)
         sin = xp.zeros(shape, dtype=compute, device=device)
     # [(batch,) groups, seq, half] -> [(batch, 1...,) groups, 1, seq, half] against x split
     # into [..., groups, heads / groups, seq, dim]
