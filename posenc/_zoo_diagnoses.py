@@ -167,6 +167,86 @@ def _gemma4_last_as_pattern(ref: Reference, inputs: Arrays, params: dict[str, An
     return out
 
 
+# -- dual chunk attention ----------------------------------------------------------------------
+def _dca_with(change: Any) -> Any:
+    """The reference's rotations at DCA positions altered by ``change(positions, params)``."""
+    def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+        from .reference import dual_chunk_attention as dca
+
+        p = dca.default_positions(inputs["q"], inputs.get("positions"))
+        chunk = change(p, params)
+        return dca.embed(inputs["q"], inputs["k"], chunk, base=params["base"],
+                         layout=params["layout"], rotary_dim=params["rotary_dim"])
+    return apply
+
+
+def _dca_local_size(by: int) -> Any:
+    def change(p: np.ndarray, params: dict[str, Any]) -> Any:
+        from .reference.dual_chunk_attention import chunk_positions
+
+        return chunk_positions(p, params["chunk_size"], params["local_size"] + by,
+                               params["critical"])
+    return change
+
+
+def _dca_clamp_exclusive(p: np.ndarray, params: dict[str, Any]) -> Any:
+    from .reference.dual_chunk_attention import chunk_positions
+
+    intra, succ, inter, key = chunk_positions(p, params["chunk_size"], params["local_size"],
+                                              params["critical"])
+    top = params["chunk_size"] - 1
+    return intra, np.minimum(succ, top), np.minimum(inter, top), key
+
+
+def _dca_inter_from_intra(p: np.ndarray, params: dict[str, Any]) -> Any:
+    from .reference.dual_chunk_attention import chunk_positions
+
+    intra, succ, inter, key = chunk_positions(p, params["chunk_size"], params["local_size"],
+                                              params["critical"])
+    return intra, succ, np.full_like(inter, params["chunk_size"] - params["local_size"] - 1), key
+
+
+# -- FoPE ------------------------------------------------------------------------------------
+def _fope_transposed(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    swapped = {name: np.swapaxes(np.asarray(inputs[name]), -1, -2)
+               for name in ("cos_coef", "sin_coef")}
+    return _call(ref, {**inputs, **swapped}, params)
+
+
+def _fope_kept(inputs: Arrays, params: dict[str, Any]) -> int:
+    from .reference.fope import kept_frequencies
+
+    return len(kept_frequencies(np.asarray(inputs["x"]).shape[-1], params["base"],
+                                params["max_position_embeddings"], params["num_inv_freq"]))
+
+
+def _fope_sin_one(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    out = np.array(_call(ref, inputs, params))
+    half, kept = x.shape[-1] // 2, _fope_kept(inputs, params)
+    clipped = np.arange(kept, half)
+    out[..., clipped] = x[..., clipped] - x[..., clipped + half]
+    out[..., clipped + half] = x[..., clipped + half] + x[..., clipped]
+    return out
+
+
+def _fope_no_floor(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    half, kept = np.asarray(inputs["x"]).shape[-1] // 2, _fope_kept(inputs, params)
+    grown = {}
+    for name in ("cos_coef", "sin_coef"):
+        coef = np.asarray(inputs[name], dtype=np.float64)
+        full = np.broadcast_to(np.eye(half), (*coef.shape[:-2], half, half)).copy()
+        full[..., :kept, :kept] = coef
+        grown[name] = full
+    return _call(ref, {**inputs, **grown}, {**params, "num_inv_freq": half})
+
+
+def _fope_first_head(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    first = {name: np.asarray(inputs[name])[:1] if np.ndim(inputs[name]) == 3
+             else inputs[name] for name in ("cos_coef", "sin_coef")}
+    return _call(ref, {**inputs, **first}, params)
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
@@ -207,4 +287,32 @@ TRANSFORMS: dict[str, Transform] = {
                                    inputs=("positions",)),
     "cls_at_origin": Transform("the CLS token at grid (0, 0)", _cls_at_origin,
                                inputs=("positions",), modules=("llama4_vision_rope",)),
+    "dca_local_size_plus_one": Transform(
+        "chunk length chunk_size - local_size - 1", _dca_with(_dca_local_size(1)),
+        inputs=("q", "k"), params=("chunk_size", "local_size"),
+        modules=("dual_chunk_attention",)),
+    "dca_local_size_minus_one": Transform(
+        "chunk length chunk_size - local_size + 1", _dca_with(_dca_local_size(-1)),
+        inputs=("q", "k"), params=("chunk_size", "local_size"),
+        modules=("dual_chunk_attention",)),
+    "dca_clamp_exclusive": Transform(
+        "query positions clamped at chunk_size - 1", _dca_with(_dca_clamp_exclusive),
+        inputs=("q", "k"), params=("chunk_size",), modules=("dual_chunk_attention",)),
+    "dca_inter_from_intra_table": Transform(
+        "q_inter at chunk_size - local_size - 1", _dca_with(_dca_inter_from_intra),
+        inputs=("q", "k"), params=("chunk_size", "local_size"),
+        modules=("dual_chunk_attention",)),
+    "fope_coefficients_transposed": Transform(
+        "cos_coef and sin_coef transposed", _fope_transposed,
+        inputs=("cos_coef", "sin_coef"), modules=("fope",)),
+    "fope_sin_padded_with_one": Transform(
+        "the clipped pairs' sin padded with 1", _fope_sin_one, inputs=("x",),
+        params=("base", "max_position_embeddings", "num_inv_freq"), modules=("fope",)),
+    "fope_floor_not_applied": Transform(
+        "every frequency kept (identity coefficients past the floor)", _fope_no_floor,
+        inputs=("x", "cos_coef", "sin_coef"),
+        params=("base", "max_position_embeddings", "num_inv_freq"), modules=("fope",)),
+    "fope_first_head_for_all": Transform(
+        "coefficient head 0 for every head", _fope_first_head,
+        inputs=("cos_coef", "sin_coef"), modules=("fope",)),
 }

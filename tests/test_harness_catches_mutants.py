@@ -79,7 +79,7 @@ def test_flipped_sin_namespace_is_caught() -> None:
     # encoding computes its rotation with sin
     assert set(found) == {"rope", "sinusoidal", "complex_order", "transformer_xl", "xpos",
                           "mrope", "axial_rope", "ggml_rope", "llama4_vision_rope", "mla_rope",
-                          "pixtral_rope"}
+                          "pixtral_rope", "dual_chunk_attention", "fope"}
     # a sign flip keeps rotations rotations: only the goldens and the one property that
     # compares sin with float64 truth see it (R_0 = I and relative invariance still hold)
     assert {n for n in found["rope"] if not n.startswith("case:")} == {
@@ -91,7 +91,8 @@ def test_cli_names_failing_encodings_of_a_perturbed_namespace_module() -> None:
                    "--dtype", "float64", "--max-examples", "5", "-q",
                    env={"PYTHONPATH": str(TESTS)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert ("failing encodings: axial_rope, complex_order, ggml_rope, llama4_vision_rope, "
+    assert ("failing encodings: axial_rope, complex_order, dual_chunk_attention, fope, "
+            "ggml_rope, llama4_vision_rope, "
             "mla_rope, mrope, pixtral_rope, rope, sinusoidal, transformer_xl, xpos") in proc.stdout
     assert "max abs error" in proc.stdout and "worst at index" in proc.stdout
     assert "conformance: " in proc.stdout and " failed," in proc.stdout
