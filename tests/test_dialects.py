@@ -319,7 +319,8 @@ def _onnx_rotary(x, cos, sin, positions, *, interleaved, rotary_dim):
 @pytest.mark.parametrize(("model", "layer_type", "seq_len"), [
     ("llama-3.1-8b", "all", None), ("gemma-3-4b", "full_attention", None),
     ("deepseek-v3", "all", None), ("phi-3.5-mini", "all", 5000), ("phi-4-mini", "all", 5000),
-    ("ministral-8b", "all", None)])
+    ("ministral-8b", "all", None), ("gemma-4-31b", "full_attention", None),
+    ("ministral-3-8b", "all", None)])
 def test_onnx_translation_vs_onnx_reference_op(model, layer_type, seq_len) -> None:
     onnx = pytest.importorskip("onnx")
     if "RotaryEmbedding" not in {s.name for s in onnx.defs.get_all_schemas()}:
