@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="default eager")
     p.add_argument("--device", default="cpu")
     p.add_argument("--only", choices=["cases", "properties"])
+    p.add_argument("--named", action="append", metavar="MODEL",
+                   help="only the golden cases of a named model's published configuration, "
+                        "e.g. llama-3.1-8b (repeatable; `posenc translate --help` lists them)")
     p.add_argument("--max-examples", type=int, default=25)
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("-v", "--verbose", action="store_true", help="every failure and reason")
@@ -107,7 +110,7 @@ def main(args: argparse.Namespace) -> int:
                    precision=args.precision, dtypes=args.dtype, modes=args.mode or ["eager"],
                    device=args.device, max_examples=args.max_examples,
                    cases=args.only in (None, "cases"),
-                   properties=args.only in (None, "properties"))
+                   properties=args.only in (None, "properties"), named=args.named)
     print(report.text(verbose=args.verbose))
     if args.json:
         report.to_json(args.json)

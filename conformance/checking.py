@@ -16,6 +16,7 @@ from posenc.catalog import specs
 from posenc.errors import ParameterError
 
 from . import findings, report
+from . import named as named_checks
 from .runner import Options, Result, run
 from .tolerances import PROFILES
 
@@ -127,7 +128,7 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
           modes: Iterable[str] = ("eager",), device: str = "cpu", max_examples: int = 25,
           cases: bool = True, properties: bool = True, gradients: bool = True,
           expectations: Mapping[str, str] | None = None, skip: Iterable[str] = (),
-          name: str | None = None) -> CheckReport:
+          name: str | None = None, named: str | Iterable[str] | None = None) -> CheckReport:
     """Check one implementation against the spec(s) it provides.
 
     ``implementation``: a function with its own signature (give ``encoding``; ``names`` maps
@@ -137,7 +138,9 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     ``cos_sin_cache``, ``alibi_tensor``, ...), a list of adapters, or a Backend.
     ``encoding``: the spec to run (default: every spec whose function it provides).
     ``modes``: ``eager`` (default) and/or ``compiled`` (the framework's compile hook around
-    the function). ``precision``: the profile checks must meet (``exact``, ``conventional``, ``reduced``);
+    the function). ``named``: model name(s) from :mod:`posenc.dialects.named`: run only the
+    golden cases holding those models' published configurations (conformance/named.py).
+    ``precision``: the profile checks must meet (``exact``, ``conventional``, ``reduced``);
     every result is graded with the tightest one it meets either way. ``dtypes``: default the
     framework's (or those the function returns). The report is a :class:`CheckReport`:
     ``print(report)`` shows coverage, grade, failures with their diagnoses and the summary.
@@ -151,6 +154,8 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
         encodings = [s.id for s in specs().values() if s.function in backend.overrides]
         if not encodings:
             raise ParameterError(f"{backend.name} overrides no encoding function: give encoding=")
+    if named:
+        skip = [*skip, *named_checks.skips(named, specs(), encodings)]
     results = run(Options(
         backends=[backend], encodings=encodings, dtypes=[], modes=modes, device=device,
         max_examples=max_examples, cases=cases, properties=properties, gradients=gradients,

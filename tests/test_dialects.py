@@ -42,6 +42,9 @@ NAMED_CASES = {
     "phi4_mini_partial_long": ("phi-4-mini", "all", {"n_ctx": 131072}, 131072),
     "qwen2_5_vl_mrope": ("qwen2.5-vl-7b", "all", {}, None),
     "ministral_8b": ("ministral-8b", "all", {}, None),
+    "gemma4_sliding": ("gemma-4-31b", "sliding_attention", {}, None),
+    "gemma4_full_proportional": ("gemma-4-31b", "full_attention", {}, None),
+    "ministral3_8b_yarn": ("ministral-3-8b", "all", {}, None),
 }
 
 
@@ -316,7 +319,8 @@ def _onnx_rotary(x, cos, sin, positions, *, interleaved, rotary_dim):
 @pytest.mark.parametrize(("model", "layer_type", "seq_len"), [
     ("llama-3.1-8b", "all", None), ("gemma-3-4b", "full_attention", None),
     ("deepseek-v3", "all", None), ("phi-3.5-mini", "all", 5000), ("phi-4-mini", "all", 5000),
-    ("ministral-8b", "all", None)])
+    ("ministral-8b", "all", None), ("gemma-4-31b", "full_attention", None),
+    ("ministral-3-8b", "all", None)])
 def test_onnx_translation_vs_onnx_reference_op(model, layer_type, seq_len) -> None:
     onnx = pytest.importorskip("onnx")
     if "RotaryEmbedding" not in {s.name for s in onnx.defs.get_all_schemas()}:
@@ -482,3 +486,60 @@ def test_qwen3_vl_interleaved_mrope_is_ggml_imrope() -> None:
     assert np.all(_per_token(got - expected) <= bound)
     assert from_ggml(params) == {"rope_type": "default", "rope_theta": 5000000.0,
                                  "mrope_section": [6, 5, 5], "mrope_interleaved": True}
+
+
+def test_gemma4_vs_transformers_rotary_module() -> None:
+    """transformers' Gemma4TextRotaryEmbedding built from the published Gemma 4 31B text
+    config: the sliding layers' 256-wide default rope and the full layers' proportional rope
+    over global_head_dim 512 (64 of 256 pairs rotate) equal the layers posenc reads."""
+    pytest.importorskip("torch")
+    gemma4 = pytest.importorskip("transformers.models.gemma4.modeling_gemma4")
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+
+    named = copy.deepcopy(NAMED["gemma-4-31b"])
+    config = Gemma4TextConfig(num_hidden_layers=len(named["layer_types"]), **{
+        k: named[k] for k in ("head_dim", "global_head_dim", "hidden_size", "num_attention_heads",
+                              "num_key_value_heads", "num_global_key_value_heads",
+                              "max_position_embeddings", "layer_types", "rope_parameters")})
+    module = gemma4.Gemma4TextRotaryEmbedding(config)
+    layers = rope_layers(NAMED["gemma-4-31b"])
+    assert sorted(layers) == ["full_attention", "sliding_attention"]
+    for layer_type, layer in layers.items():
+        theirs = getattr(module, f"{layer_type}_inv_freq").double().numpy()
+        ours = np.array(layer.resolve().inv_freq)
+        assert theirs.shape == ours.shape, layer_type
+        np.testing.assert_allclose(theirs, ours, rtol=5e-7, err_msg=layer_type)
+    full = np.array(layers["full_attention"].resolve().inv_freq)
+    assert full.shape == (256,) and np.all(full[:64] > 0) and np.all(full[64:] == 0)
+
+
+def test_ministral3_vs_transformers_rotary_module() -> None:
+    """transformers' Ministral3RotaryEmbedding (YaRN 16, attention factor 1) from the published
+    config equals posenc's layer; llama_4_scaling_beta leaves the rope and goes into a note."""
+    pytest.importorskip("torch")
+    ministral3 = pytest.importorskip("transformers.models.ministral3.modeling_ministral3")
+    from transformers import Ministral3Config
+
+    named = copy.deepcopy(NAMED["ministral-3-8b"])
+    config = Ministral3Config(**named)
+    module = ministral3.Ministral3RotaryEmbedding(config)
+    layer = rope_layers(NAMED["ministral-3-8b"])["all"]
+    np.testing.assert_allclose(module.inv_freq.double().numpy(), layer.resolve().inv_freq,
+                               rtol=5e-7)
+    assert module.attention_scaling == pytest.approx(layer.resolve().attention_factor)
+    assert "llama_4_scaling_beta" not in layer.scaling
+    assert any("llama_4_scaling_beta=0.1" in note for note in layer.notes)
+
+
+def test_original_max_position_embeddings_beside_rope_scaling() -> None:
+    """Phi-3.5's config.json keeps original_max_position_embeddings at the top level (where
+    Phi3Config reads it); inside rope_scaling it gives the same layer."""
+    published = NAMED["phi-3.5-mini"]
+    assert "original_max_position_embeddings" not in published["rope_scaling"]
+    inside = copy.deepcopy(published)
+    inside["rope_scaling"]["original_max_position_embeddings"] = \
+        inside.pop("original_max_position_embeddings")
+    a, b = rope_layers(published)["all"], rope_layers(inside)["all"]
+    assert a.scaling["original_max_position_embeddings"] == 4096
+    assert a.resolve(131072).inv_freq == b.resolve(131072).inv_freq
+    assert a.resolve(4096).inv_freq == b.resolve(4096).inv_freq

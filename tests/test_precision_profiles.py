@@ -28,7 +28,10 @@ def _rope_results(backend: Any, precision: str, **kw: Any) -> list[Any]:
 @pytest.mark.parametrize("mutant", [overrides.SWAPPED_LAYOUT, overrides.OFF_BY_ONE,
                                     overrides.WRONG_BASE], ids=lambda m: m.name)
 def test_porting_bugs_still_fail_conventional(mutant: Any) -> None:
-    results = _rope_results(mutant, "conventional", properties=False)
+    # the named_* cases sit at their models' longest positions, where the reduced profile's
+    # allowance (bf16 angles) admits any angle: they would only dilute the count below
+    results = _rope_results(mutant, "conventional", properties=False,
+                            skip=["*/rope/case:named_*"])
     failed = [r for r in results if r.failed]
     assert len(failed) >= len(results) // 2, [r.check.name for r in failed]
     # nothing a bug breaks is graded exact or conventional; most fail every profile

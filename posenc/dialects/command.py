@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError
-from . import TARGETS, freq_factors_summary, from_ggml, from_vllm, translate
+from . import TARGETS, freq_factors_summary, from_ggml, from_vllm, rope_layers, translate
 from .named import NAMED
 
 SOURCES = ("transformers", "ggml", "vllm")
@@ -83,8 +83,11 @@ def main_args(args: argparse.Namespace) -> int:
         print(json.dumps({t: {k: _plain(v) for k, v in out.items()}
                           for t, out in result.items()}, indent=2))
         return 0
+    layers = rope_layers(data)
     for layer_type, out in result.items():
         print(f"[{layer_type}] transformers -> {args.target}")
         for key, value in out.items():
             print(f"  {_summary(key, value)}")
+        for note in layers[layer_type].notes:
+            print(f"  note: {note}")
     return 0

@@ -17,6 +17,7 @@ from ..errors import ParameterError
 from .transformers import RopeLayer
 
 MODES = ("normal", "neox", "mrope", "imrope", "vision")
+UNROTATED_DIVISOR = 1e30  # rope_freqs entry of a pair that proportional rope leaves unrotated
 
 
 def _ggml_yarn_mscale(freq_scale: float) -> float:
@@ -91,9 +92,12 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
             out["n_ctx_orig"] = int(original)
         out["freq_factors"] = [p / q for p, q in zip(plain, inv, strict=True)]
     elif name == "proportional":
-        raise ParameterError(
-            "rope_type='proportional' rotates the first pairs of a frequency ladder over the "
-            "whole head; ggml's n_dims would restart the ladder over the rotated width")
+        # llama.cpp (src/models/gemma4.cpp) rotates the whole head of a full-attention layer
+        # and gives it a rope_freqs tensor: the unrotated pairs get a divisor so large that
+        # their angle is 0 in float32 at any position
+        out["freq_factors"] = [p / q if q else UNROTATED_DIVISOR
+                               for p, q in zip(layer_default(layer), resolved.inv_freq,
+                                               strict=True)]
     return out
 
 

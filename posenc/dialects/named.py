@@ -74,13 +74,15 @@ NAMED: dict[str, dict[str, Any]] = {
         "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
                          "mscale": 1.0, "mscale_all_dim": 1.0,
                          "original_max_position_embeddings": 4096}},
-    # https://huggingface.co/microsoft/Phi-3.5-mini-instruct/blob/main/config.json
+    # https://huggingface.co/microsoft/Phi-3.5-mini-instruct/blob/main/config.json (48 long and
+    # 48 short factors compared value by value with a verbatim copy of that config.json;
+    # original_max_position_embeddings sits beside rope_scaling there, as here)
     "phi-3.5-mini": {
-        "hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+        "hidden_size": 3072, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
         "rope_theta": 10000.0,
         "rope_scaling": {"type": "longrope", "long_factor": _PHI35_LONG,
-                         "short_factor": _PHI35_SHORT,
-                         "original_max_position_embeddings": 4096}},
+                         "short_factor": _PHI35_SHORT}},
     # https://huggingface.co/microsoft/Phi-4-mini-instruct/blob/main/config.json (partial
     # rotary: 96 of 128 features; short factors all 1)
     "phi-4-mini": {
@@ -99,4 +101,27 @@ NAMED: dict[str, dict[str, Any]] = {
     "ministral-8b": {
         "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
         "max_position_embeddings": 32768, "rope_theta": 100000000.0},
+    # https://huggingface.co/google/gemma-4-31B-it/blob/main/config.json (text_config): sliding
+    # layers 256-wide heads, full layers global_head_dim 512 with proportional rope (a quarter
+    # of the pairs rotate); the same rope_parameters as transformers' Gemma4TextConfig defaults
+    "gemma-4-31b": {
+        "head_dim": 256, "global_head_dim": 512, "hidden_size": 5376,
+        "num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4,
+        "max_position_embeddings": 262144,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                               "rope_theta": 1000000.0}}},
+    # https://huggingface.co/mistralai/Ministral-3-8B-Instruct-2512/blob/main/config.json
+    # (text_config; the values transformers' Ministral3Config defaults to): YaRN 16 over 16384
+    # trained positions, mscale = mscale_all_dim (attention factor 1), and Llama 4's query
+    # temperature llama_4_scaling_beta, which is not part of the rope
+    "ministral-3-8b": {
+        "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "max_position_embeddings": 262144,
+        "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0,
+                            "original_max_position_embeddings": 16384, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                            "llama_4_scaling_beta": 0.1}},
 }

@@ -89,7 +89,15 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
         per_layer = {t: dict(rope[t]) for t in (used or rope)}
     else:
         per_layer = {ALL_LAYERS: rope}
-    return {t: _layer(t, d, config, head_dim, interleaved, key) for t, d in per_layer.items()}
+    return {t: _layer(t, d, config, _layer_head_dim(t, config, head_dim), interleaved, key)
+            for t, d in per_layer.items()}
+
+
+def _layer_head_dim(layer_type: str, config: Mapping[str, Any], head_dim: int) -> int:
+    """Gemma 4's full-attention layers have their own, wider heads (``global_head_dim``)."""
+    if layer_type == "full_attention" and config.get("global_head_dim"):
+        return int(config["global_head_dim"])
+    return head_dim
 
 
 def _layer(layer_type: str, scaling: dict[str, Any], config: Mapping[str, Any], head_dim: int,
@@ -102,14 +110,23 @@ def _layer(layer_type: str, scaling: dict[str, Any], config: Mapping[str, Any], 
     if "partial_rotary_factor" not in scaling and config.get("partial_rotary_factor") \
             not in (None, 1.0):
         scaling["partial_rotary_factor"] = config["partial_rotary_factor"]
+    if "original_max_position_embeddings" not in scaling and \
+            config.get("original_max_position_embeddings") is not None:
+        # Phi-3.5's config.json keeps it beside rope_scaling, where Phi3Config reads it
+        scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
     max_positions = config.get("max_position_embeddings")
     if max_positions is not None and "max_position_embeddings" not in scaling:
         scaling["max_position_embeddings"] = max_positions
     scaling.setdefault("rope_type", scaling.pop("type", "default"))
+    notes: tuple[str, ...] = ()
+    if "llama_4_scaling_beta" in scaling:  # Ministral 3: a query temperature, not the rope
+        beta = scaling.pop("llama_4_scaling_beta")
+        notes = (f"llama_4_scaling_beta={beta!r} scales the queries by position (posenc's "
+                 "query_temperature, form 'ministral3'); it leaves the rope unchanged",)
     if scaling["rope_type"] == "mrope":  # Qwen2-VL's legacy name: default frequencies
         scaling["rope_type"] = "default"
     try:
         schedule(head_dim, scaling=scaling)
     except ParameterError as exc:
         raise ParameterError(f"{where}: {exc}") from None
-    return RopeLayer(layer_type, head_dim, scaling, max_positions, interleaved)
+    return RopeLayer(layer_type, head_dim, scaling, max_positions, interleaved, notes)

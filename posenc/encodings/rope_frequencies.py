@@ -295,8 +295,8 @@ def _llama3(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | Non
     factor = _factor(scaling, "llama3")
     low = _number("low_freq_factor", scaling["low_freq_factor"])
     high = _number("high_freq_factor", scaling["high_freq_factor"])
-    if high <= low:
-        raise ParameterError(f"scaling['high_freq_factor']={high!r} must be > "
+    if high < low:  # equal is an empty band (Llama 4 Scout): transformers only warns
+        raise ParameterError(f"scaling['high_freq_factor']={high!r} must be >= "
                              f"low_freq_factor={low!r}")
     trained = _length("original_max_position_embeddings",
                       scaling["original_max_position_embeddings"])
@@ -306,6 +306,8 @@ def _llama3(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | Non
             return theta
         if wavelength > trained / low:
             return theta / factor
+        if high == low:  # the wavelength on the empty band's edge keeps its frequency
+            return theta
         smooth = (trained / wavelength - low) / (high - low)
         return (1 - smooth) * theta / factor + smooth * theta
 

@@ -124,6 +124,8 @@ def _llama3(r, base, scaling):
             out.append(theta)
         elif wavelength > trained / low:
             out.append(theta / s)
+        elif high == low:  # an empty band (Llama 4 Scout): its one edge keeps theta
+            out.append(theta)
         else:
             smooth = (trained / wavelength - low) / (high - low)
             out.append((1 - smooth) * theta / s + smooth * theta)

@@ -67,7 +67,10 @@ def vllm_frequencies(kwargs, max_model_len):
         out = []
         for t in plain:
             wavelength = 2 * math.pi / t
-            smooth = min(max((trained / wavelength - low) / (high - low), 0), 1)
+            if high == low:  # an empty band (Llama 4 Scout): theta kept up to its edge
+                smooth = 1.0 if trained / wavelength >= low else 0.0
+            else:
+                smooth = min(max((trained / wavelength - low) / (high - low), 0), 1)
             out.append(((1 - smooth) / s + smooth) * t)
         return out, 1.0
     if kind == "longrope":  # long factors for every position once max_model_len > L0
