@@ -5,6 +5,7 @@ layer type, compared with posenc.rope_frequencies of the per-layer dict)."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 
 import numpy as np
@@ -140,8 +141,12 @@ def test_oracle_transformers(case_name: str) -> None:
     spec = specs()["layer_schedule"]
     case = golden.load(spec).cases[case_name]
     config = case.params["config"]
+    before = copy.deepcopy(config)
     ours = posenc.layer_rope_parameters(config)
-    rows = _transformers_layers(config)
+    assert config == before, "layer_rope_parameters changed its argument"
+    # transformers' config classes standardise rope dicts in place: give them a copy, or the
+    # cached spec's case (and every later reader of it) changes
+    rows = _transformers_layers(copy.deepcopy(config))
     assert case.output.shape == (len(rows), 5)
     for i, (has_rope, local, rope, inv_freq) in enumerate(rows):
         row = case.output[i]
