@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,20 @@ def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ParameterError(f"{name}={value} must be >= {minimum}")
     return value
+
+
+def count(name: str, value: Any, *, minimum: int = 1, must_be: str = "a positive int") -> int:
+    """An integer of at least ``minimum``: an int or anything with ``__index__`` (NumPy
+    integers, 0-d integer arrays), not a bool. ``must_be`` words the requirement in the error."""
+    if isinstance(value, bool):
+        raise ParameterError(f"{name}={value!r} must be {must_be}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ParameterError(f"{name}={value!r} must be {must_be}") from None
+    if number < minimum:
+        raise ParameterError(f"{name}={number} must be {must_be}")
+    return number
 
 
 def query_lengths(q_len: Any, k_len: Any) -> tuple[int, int]:

@@ -5,11 +5,10 @@ read it. ``layer_rope_parameters`` gives the per-layer rope dicts (None for a No
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import array_api
+from .. import array_api, params
 from ..errors import ParameterError, Unsupported
 from .rope_frequencies import SCHEDULES
 
@@ -22,15 +21,7 @@ COLUMNS = ("has_rope", "local", "schedule", "rope_theta", "factor")
 
 
 def _int(key: str, value: Any, *, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise ParameterError(f"config[{key!r}]={value!r} must be an int >= {minimum}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ParameterError(f"config[{key!r}]={value!r} must be an int >= {minimum}") from None
-    if value < minimum:
-        raise ParameterError(f"config[{key!r}]={value} must be an int >= {minimum}")
-    return value
+    return params.count(f"config[{key!r}]", value, minimum=minimum, must_be=f"an int >= {minimum}")
 
 
 def _required(config: Mapping[str, Any], key: str, model: str) -> Any:
@@ -82,16 +73,16 @@ def _pattern_types(config: Mapping[str, Any], n: int, default: int) -> list[str]
 def _rope_dict(key: str, value: Any, theta: float) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ParameterError(f"config[{key!r}]={value!r} must be a dict")
-    params = dict(value)
-    params.setdefault("rope_type", params.get("type", "default"))
-    if params["rope_type"] not in SCHEDULES:
-        raise ParameterError(f"config[{key!r}]['rope_type']={params['rope_type']!r} is not one "
+    rope = dict(value)
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    if rope["rope_type"] not in SCHEDULES:
+        raise ParameterError(f"config[{key!r}]['rope_type']={rope['rope_type']!r} is not one "
                              f"of {list(SCHEDULES)}")
-    params.setdefault("rope_theta", theta)
-    theta = params["rope_theta"]
+    rope.setdefault("rope_theta", theta)
+    theta = rope["rope_theta"]
     if isinstance(theta, bool) or not isinstance(theta, int | float) or theta <= 1:
         raise ParameterError(f"config[{key!r}]['rope_theta']={theta!r} must be a number > 1")
-    return params
+    return rope
 
 
 def _flat_rope(config: Mapping[str, Any]) -> dict[str, Any]:

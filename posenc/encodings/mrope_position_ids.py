@@ -5,7 +5,6 @@ sums and a searchsorted over the flattened batch, with no loop over tokens."""
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
@@ -111,15 +110,7 @@ def mrope_position_ids(
                        video_grid_thw=video_grid_thw, second_per_grid_ts=second_per_grid_ts,
                        attention_mask=attention_mask)
     params.choice("advance", advance, ADVANCES)
-    if isinstance(spatial_merge_size, bool):
-        raise ParameterError(f"spatial_merge_size={spatial_merge_size!r} must be a positive int")
-    try:
-        merge = operator.index(spatial_merge_size)
-    except TypeError:
-        raise ParameterError(f"spatial_merge_size={spatial_merge_size!r} must be a positive "
-                             "int") from None
-    if merge < 1:
-        raise ParameterError(f"spatial_merge_size={merge} must be a positive int")
+    merge = params.count("spatial_merge_size", spatial_merge_size)
     if tokens_per_second is not None and (isinstance(tokens_per_second, bool) or not isinstance(
             tokens_per_second, int | float) or tokens_per_second <= 0):
         raise ParameterError(f"tokens_per_second={tokens_per_second!r} must be a positive number")

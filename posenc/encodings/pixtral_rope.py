@@ -3,7 +3,6 @@ to the column, paired as rotate_half over the whole head."""
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from .. import array_api, params, rotary, validation
@@ -49,14 +48,7 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
         if max_width is None:
             raise ParameterError("positions are flat ids [seq]: pass max_width (the model's "
                                  "max_patches_per_side) to split them into (row, column)")
-        if isinstance(max_width, bool):
-            raise ParameterError(f"max_width={max_width!r} must be a positive int")
-        try:
-            width = operator.index(max_width)
-        except TypeError:
-            raise ParameterError(f"max_width={max_width!r} must be a positive int") from None
-        if width < 1:
-            raise ParameterError(f"max_width={max_width!r} must be a positive int")
+        width = params.count("max_width", max_width)
         positions = xp.stack([xp.floor_divide(positions, width), xp.remainder(positions, width)],
                              axis=1)
     compute = array_api.compute_dtype(xp, x.dtype)

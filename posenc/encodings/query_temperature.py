@@ -3,7 +3,6 @@ Ministral 3's ``llama_4_scaling_beta`` (over position ids)."""
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from .. import array_api, params, validation
@@ -12,18 +11,6 @@ from ..errors import ParameterError
 __all__ = ["query_temperature"]
 
 FORMS = ("llama4", "ministral3")
-
-
-def _floor_scale(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ParameterError(f"floor_scale={value!r} must be a positive int")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ParameterError(f"floor_scale={value!r} must be a positive int") from None
-    if value < 1:
-        raise ParameterError(f"floor_scale={value} must be a positive int")
-    return value
 
 
 _INPUTS = validation.Inputs("query_temperature", messages={
@@ -48,7 +35,7 @@ def query_temperature(
     """
     xp = array_api.namespace(cache_position=cache_position, position_ids=position_ids)
     params.choice("form", form, FORMS)
-    floor_scale = _floor_scale(floor_scale)
+    floor_scale = params.count("floor_scale", floor_scale)
     if isinstance(scale, bool) or not isinstance(scale, int | float):
         raise ParameterError(f"scale={scale!r} must be a number")
     out = array_api.output_dtype(xp, dtype)
