@@ -20,6 +20,8 @@ from posenc.errors import ParameterError
 from posenc.reference.cope import _cope
 from posenc.specs import resolve_params
 
+from .host_reads import spy_host_reads
+
 RNG = np.random.default_rng(0)
 Q = RNG.standard_normal((2, 5, 4))
 K = RNG.standard_normal((2, 5, 4))
@@ -258,15 +260,7 @@ def test_torch_eager_reads_nothing_back_and_builds_nothing_larger_than_the_score
                     largest.append(t.numel())
             return out
 
-    reads: list[str] = []
-    for name in ("tolist", "item", "__bool__", "__int__", "__float__", "__index__"):
-        original = getattr(torch.Tensor, name)
-
-        def spy(self: Any, *a: Any, _name: str = name, _original: Any = original) -> Any:
-            reads.append(_name)
-            return _original(self, *a)
-
-        monkeypatch.setattr(torch.Tensor, name, spy)
+    reads = spy_host_reads(torch, monkeypatch)
     q = torch.randn(batch, heads, q_len, d)
     k = torch.randn(batch, heads, k_len, d)
     table = torch.randn(npos_max, d)

@@ -27,6 +27,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from posenc.backends import torch as pe  # noqa: E402
 from posenc.errors import ParameterError, PositionOutOfRangeError  # noqa: E402
 
+from .host_reads import spy_host_reads  # noqa: E402
+
 HOST_READS = ("_local_scalar_dense", "is_nonzero", "item")
 
 
@@ -53,15 +55,7 @@ class Counter(TorchDispatchMode):
 def cost(fn: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> Counter:
     """The ops of the second call (the first fills caches) and host reads by any route."""
     fn()
-    reads: list[str] = []
-    for name in ("tolist", "item", "__bool__", "__int__", "__float__", "__index__"):
-        original = getattr(torch.Tensor, name)
-
-        def spy(self: Any, *a: Any, _name: str = name, _original: Any = original) -> Any:
-            reads.append(_name)
-            return _original(self, *a)
-
-        monkeypatch.setattr(torch.Tensor, name, spy)
+    reads = spy_host_reads(torch, monkeypatch)
     with Counter() as counter:
         fn()
     monkeypatch.undo()
