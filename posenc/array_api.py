@@ -180,8 +180,12 @@ def check_position_range(
         parts.append(xp.astype(xp.any(~xp.isfinite(positions)), positions.dtype))
     extrema = xp.stack(parts)
     # one device-to-host transfer (a GPU array would sync twice with two int() calls)
-    values = extrema.tolist() if hasattr(extrema, "tolist") \
-        else [extrema[i] for i in range(len(parts))]
+    if hasattr(extrema, "tolist"):
+        values = extrema.tolist()
+    elif hasattr(extrema, "numpy"):  # TensorFlow: one read, not an eager slice per value
+        values = extrema.numpy().tolist()
+    else:
+        values = [extrema[i] for i in range(len(parts))]
     if floating:
         lo, hi, bad = (float(v) for v in values)
         if bad:

@@ -66,13 +66,19 @@ def phases(xp: ModuleType, positions: Any, inv_freq: Sequence[float], *, compute
         theta = _asarray(xp, [float(f) for f in inv_freq], compute, device)
         return positions * theta
     fast = native.of(positions)
-    inv = tuple(float(f) for f in inv_freq)
+    inv = inv_freq if type(inv_freq) is tuple else tuple(float(f) for f in inv_freq)
     angles = fast.rotary_phases(positions, inv, compute, device)
     if angles is not None:
         return angles
     limbs = fast.rotary_limbs(inv, compute, device)
     if limbs is None:  # a constant of a compiled graph; JAX/TF: a cached array could be a tracer
         limbs = _asarray(xp, turn_limbs(inv), compute, device)
+    return limb_phases(xp, positions, limbs, integral=integral)
+
+
+def limb_phases(xp: ModuleType, positions: Any, limbs: Any, *, integral: bool = False) -> Any:
+    """:func:`phases` from the frequencies' limbs ``[3, n]`` (:func:`turn_limbs` as an array of
+    the positions' float dtype)."""
     a, b, c = limbs[0, ...], limbs[1, ...], limbs[2, ...]
     whole = positions if integral else xp.round(positions)
     high = xp.round(whole / _POSITION_SPLIT) * _POSITION_SPLIT
@@ -198,8 +204,9 @@ def cos_sin(xp: ModuleType, angles: Any, factor: float = 1.0) -> tuple[Any, Any]
 def apply_cos_sin(xp: ModuleType, x: Any, cos: Any, sin: Any, *, rotary_dim: int,
                   layout: str) -> Any:
     """:func:`apply` from ``cos`` and ``sin`` (compute dtype) instead of angles."""
-    head = xp.astype(x[..., :rotary_dim], cos.dtype, copy=False)
+    whole = rotary_dim == int(x.shape[-1])
+    head = xp.astype(x if whole else x[..., :rotary_dim], cos.dtype, copy=False)
     rotated = xp.astype(rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
-    if rotary_dim == int(x.shape[-1]):
+    if whole:
         return rotated
     return xp.concat([rotated, x[..., rotary_dim:]], axis=-1)

@@ -23,8 +23,18 @@ def phases64(positions: Any, inv_freq: tuple[float, ...], compute: Any) -> Any:
     """Angles reduced to ``[-pi, pi]`` from float64 turns ``p * f`` (``p`` exact in float64,
     the product within 2^-53 relative, so within ~2^-29 turn up to |p| = 2^24), rounded once
     to ``compute``."""
-    turns = positions.to(torch.float64) * _turns64(inv_freq, positions.device)
+    return phases_from_turns(positions, _turns64(inv_freq, positions.device), compute)
+
+
+def phases_from_turns(positions: Any, turns_per_position: Any, compute: Any) -> Any:
+    """:func:`phases64` with the float64 frequencies in turns already on the device."""
+    turns = positions.to(torch.float64) * turns_per_position
     return ((turns - torch.round(turns)) * (2.0 * math.pi)).to(compute)
+
+
+def turns64(inv_freq: tuple[float, ...], device: Any) -> Any:
+    """``inv_freq / (2 pi)`` as a float64 tensor on ``device`` (cached per device)."""
+    return _turns64(inv_freq, device)
 
 
 @functools.lru_cache(maxsize=64)
@@ -107,6 +117,8 @@ class TorchNative(native.Native):
         # eager and Inductor: half-width products; addcmul fuses a product and the sum (two
         # passes per half instead of three). The interleaved layout gets the same roundings.
         r = int(head.shape[-1])
+        if _writes_in_place(head, cos, sin):
+            return _rotate_into_new(head, cos, sin, layout)
         if layout == "half":
             a, b = head[..., : r // 2], head[..., r // 2 :]
             return torch.cat([torch.addcmul(a * cos, b, sin, value=-1),
@@ -124,5 +136,46 @@ class TorchNative(native.Native):
     def constant_result(self, fn: Any) -> Any:
         return torch.compiler.assume_constant_result(fn)
 
+
+def _writes_in_place(head: Any, cos: Any, sin: Any) -> bool:
+    """Whether the rotation may write its halves straight into one new tensor: eager, no
+    autograd through the inputs (out= ops have none), no functorch wrapper, and cos/sin
+    broadcasting to the half width of ``head`` without widening it."""
+    if torch.compiler.is_compiling() or _is_wrapped(head):
+        return False
+    if torch.is_grad_enabled() and (head.requires_grad or cos.requires_grad
+                                    or sin.requires_grad):
+        return False
+    return _fits(cos.shape, head.shape) and _fits(sin.shape, head.shape)
+
+
+def _fits(table: Any, head: Any) -> bool:
+    """Whether a ``table`` shape broadcasts to the half width of a ``head`` shape."""
+    if len(table) > len(head) or table[-1] != head[-1] // 2:
+        return False
+    return all(t in (1, h) for t, h in zip(reversed(table[:-1]), reversed(head[:-1]), strict=False))
+
+
+def _rotate_into_new(head: Any, cos: Any, sin: Any, layout: str) -> Any:
+    """The rotation written half by half into one new tensor: a product and an addcmul into
+    each half, with no concatenation afterwards (five passes over the head's size where the
+    concatenating form makes seven), and the same roundings."""
+    out = torch.empty(head.shape, dtype=head.dtype, device=head.device)
+    r = int(head.shape[-1])
+    if layout == "half":
+        a, b = head.split(r // 2, -1)
+        first, second = out.split(r // 2, -1)
+    else:
+        pairs, out_pairs = head.unflatten(-1, (r // 2, 2)), out.unflatten(-1, (r // 2, 2))
+        a, b = pairs[..., 0], pairs[..., 1]
+        first, second = out_pairs[..., 0], out_pairs[..., 1]
+    torch.mul(a, cos, out=first)
+    first.addcmul_(b, sin, value=-1)
+    torch.mul(b, cos, out=second)
+    second.addcmul_(a, sin)
+    return out
+
+
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 NATIVE = native.register(TorchNative())

@@ -53,6 +53,7 @@ class RotaryEmbedding(nn.Module):
                                                                        minimum=2)
         self.max_positions = max_positions
         self._schedule = None
+        self._turns_by_device: dict[Any, torch.Tensor] = {}
         if self.head_dim is not None:
             # the schedule as rope() resolves it for explicit positions (LongRoPE switches at
             # run time); dynamic NTK depends on the length, so it needs seq_len for a table
@@ -139,25 +140,26 @@ class RotaryEmbedding(nn.Module):
         return (self.table is not None and x.dtype != torch.float64 and positions is not None
                 and hasattr(positions, "dtype") and not positions.dtype.is_floating_point)
 
-    def _cos_sin(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[Any, Any]:
+    def _cos_sin(self, xp: Any, x: torch.Tensor, positions: torch.Tensor) -> tuple[Any, Any]:
         """Full-width ``(cos, signed sin)`` rows for ``positions``, lined up with ``x``."""
-        self._check_positions(x, positions)
+        self._check_positions(xp, x, positions)
         rows = _gather(self.table, positions)
         if self.table_long is not None:
             long = torch.max(positions) + 1 > self._schedule.switch_length
             rows = torch.where(long, _gather(self.table_long, positions), rows)
         return self._lined_up(x, positions, *rows.unbind(-2))
 
-    def _check_positions(self, x: torch.Tensor, positions: torch.Tensor) -> None:
+    def _check_positions(self, xp: Any, x: torch.Tensor, positions: torch.Tensor) -> None:
         """``x`` and ``positions`` line up, ``x`` has this module's head width, and the
         positions have an integer or floating dtype (the checks of both per-call paths)."""
         dim = rotary.check_shapes(x, positions)[1]
         if dim != self.head_dim:
             raise ParameterError(f"x.shape[-1]={dim} but this RotaryEmbedding has "
                                  f"head_dim={self.head_dim}")
-        array_api.check_positions_dtype(array_api.namespace(x=x), positions)
+        array_api.check_positions_dtype(xp, positions)
 
-    def _exact_full_width(self, x: torch.Tensor, positions: Any) -> tuple[Any, Any] | None:
+    def _exact_full_width(self, xp: Any, x: torch.Tensor,
+                          positions: Any) -> tuple[Any, Any] | None:
         """Full-width ``(cos, signed sin)`` ``[*positions.shape, rotary_dim]`` computed per call
         from exact phases, for the no-table eager path on CPU/CUDA; None where the general
         path runs (a table, float64, LongRoPE's switch, dynamic scaling, torch.compile).
@@ -172,15 +174,25 @@ class RotaryEmbedding(nn.Module):
                 or not isinstance(positions, torch.Tensor) or array_api.is_traced(positions)
                 or positions.device.type not in torch_native.FLOAT64_DEVICES):
             return None
-        self._check_positions(x, positions)
-        array_api.assert_position_range(array_api.namespace(x=x), positions, compute=torch.float32)
-        angles = torch_native.phases64(positions[..., None],
-                                       _signed_frequencies(sched.inv_freq, self._layout),
-                                        torch.float32)
+        self._check_positions(xp, x, positions)
+        array_api.assert_position_range(xp, positions, compute=torch.float32)
+        angles = torch_native.phases_from_turns(positions[..., None],
+                                                self._signed_turns(positions.device),
+                                                torch.float32)
         cos, sin = torch.cos(angles), torch.sin(angles)
         if sched.attention_factor != 1.0:
             cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
         return cos, sin
+
+    def _signed_turns(self, device: Any) -> torch.Tensor:
+        """The signed full-width frequencies in float64 turns on ``device``, made once per
+        device: the per-call path then hashes no frequency tuple."""
+        turns = self._turns_by_device.get(device)
+        if turns is None:
+            turns = torch_native.turns64(
+                _signed_frequencies(self._schedule.inv_freq, self._layout), device)
+            self._turns_by_device[device] = turns
+        return turns
 
     @staticmethod
     def _lined_up(x: torch.Tensor, positions: torch.Tensor, cos: Any, sin: Any) -> tuple[Any, Any]:
@@ -204,14 +216,15 @@ class RotaryEmbedding(nn.Module):
                                  f"head_dim={self.head_dim}")
         if k is not None:
             check_pair(q, k)
-        exact = self._exact_full_width(q, positions)
-        if exact is not None:  # eager, static schedule: full-width phases, once for q and k
-            cos, sin = self._lined_up(q, positions, *exact)
+        exact = self._exact_full_width(xp, q, positions)
+        if exact is not None or self._uses_table(q, positions):
+            # exact: eager, static schedule, full-width phases once for q and k; else the table
+            cos, sin = (self._lined_up(q, positions, *exact) if exact is not None
+                        else self._cos_sin(xp, q, positions))
             rd, layout = self._schedule.rotary_dim, self._layout
-            results = tuple(_rotate_full(x, cos, sin, rd, layout) for x in xs)
-        elif self._uses_table(q, positions):
-            cos, sin = self._cos_sin(q, positions)
-            rd, layout = self._schedule.rotary_dim, self._layout
+            if outs is None and _fills_new_tensors(xs, cos, sin):
+                outs, direct = tuple(torch.empty(x.shape, dtype=x.dtype, device=x.device)
+                                     for x in xs), True
             if outs is not None and direct:
                 cos_h, sin_h = _pair_views(cos, rd, layout)[0], _pair_views(sin, rd, layout)[1]
                 for x, target in zip(xs, outs, strict=True):
@@ -272,6 +285,27 @@ def check_pair(q: torch.Tensor, k: torch.Tensor) -> None:
         raise ParameterError(f"q is {q.dtype} but k is {k.dtype}")
 
 
+# From this many elements on, new results are filled half by half (five passes over them)
+# rather than made by x·cos + partner(x)·sin (eight); below it the three ops' lower dispatch
+# cost wins (a decode step)
+_FILL_FROM = 1 << 16
+
+
+def _fills_new_tensors(xs: tuple[torch.Tensor, ...], cos: torch.Tensor,
+                       sin: torch.Tensor) -> bool:
+    """Whether results may be written half by half into new tensors: eager, large, in the
+    tables' float32, with no autograd through the inputs (out= ops have none) and no functorch
+    wrapper."""
+    if xs[0].numel() < _FILL_FROM or array_api.is_traced(xs[0]):
+        return False
+    if any(x.dtype != cos.dtype or _is_wrapped(x) for x in xs):
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in (*xs, cos, sin)))
+
+
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
 def _full_width(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """``[n, 2, r]`` from half-width ``cos``/``sin`` ``[n, r/2]``: cos repeated over each pair
     and sin signed (−sin on a pair's first member), in the layout's feature order."""
@@ -325,13 +359,16 @@ def _rotate_full(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rd: int,
         partner = head.roll(rd // 2, -1)
     else:
         partner = head.unflatten(-1, (rd // 2, 2)).flip(-1).flatten(-2)
-    out = torch.addcmul(head * cos, partner, sin).to(x.dtype)
+    out = torch.addcmul(head * cos, partner, sin)
+    if out.dtype != x.dtype:
+        out = out.to(x.dtype)
     return out if rd == x.shape[-1] else torch.cat([out, x[..., rd:]], -1)
 
 
 def _pair_views(t: torch.Tensor, rd: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if layout == "half":
-        return t[..., : rd // 2], t[..., rd // 2 : rd]
+    if layout == "half":  # one split op for both halves
+        first, second = t.split(rd // 2, -1)[:2]
+        return first, second
     return t[..., 0:rd:2], t[..., 1:rd:2]
 
 

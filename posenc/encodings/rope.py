@@ -101,7 +101,7 @@ def rope_cos_sin(
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
     integral = xp.isdtype(positions.dtype, "integral")
-    p = xp.astype(positions, compute)[..., None]
+    p = xp.expand_dims(xp.astype(positions, compute), axis=-1)
     angles = rotary.scheduled_phases(xp, p, sched, compute=compute, device=device,
                                       integral=integral)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
