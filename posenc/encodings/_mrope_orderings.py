@@ -20,8 +20,6 @@ ORDERINGS = ("contiguous", "interleaved", "ernie", "bailing", "xdrope")
 # model_type of a config (text or top-level) -> the ordering its rotary embedding uses
 _MODEL_TYPES = (("ernie4_5_vl", "ernie"), ("bailing", "bailing"), ("ming", "bailing"),
                 ("hunyuan_vl", "xdrope"))
-# keys a config dict may carry for mrope alone: the frequency schedule does not read them
-CONFIG_KEYS = ("xdrope_section", "model_type")
 
 
 def sections_of(value: Any) -> tuple[int, ...]:

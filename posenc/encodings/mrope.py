@@ -37,7 +37,6 @@ def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: f
               and orderings.sections_of(from_config) != orderings.sections_of(sections)):
             raise ParameterError(f"sections={list(sections)!r} conflicts with "
                                  f"scaling['mrope_section']={from_config!r}: give one")
-        scaling = {k: v for k, v in scaling.items() if k not in orderings.CONFIG_KEYS}
     elif sections is None:
         raise ParameterError("sections=None: pass sections=[t, h, w] (frequency counts summing "
                              "to rotary_dim / 2) or a scaling dict with 'mrope_section'")

@@ -72,8 +72,6 @@ def mrope(x, positions, *, sections, ordering, interleaved, base, layout, scalin
     if sections is None:
         sections = cfg.get("mrope_section", cfg.get("xdrope_section"))
     ordering = _ordering(ordering, interleaved, cfg)
-    for key in ("xdrope_section", "model_type"):
-        cfg.pop(key, None)
     r = rotary_width(dim, cfg or None)
     n = r // 2
     # longrope switches to its long factors once the positions pass the trained length
