@@ -283,3 +283,54 @@ def test_xdrope_is_rope_on_text_and_no_rotation_on_images() -> None:
 def test_bad_orderings(pe, x, positions, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.mrope(x, positions, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# broken implementations the properties catch
+# --------------------------------------------------------------------------------------------
+
+
+def _failing(**overrides) -> set[str]:
+    import dataclasses
+
+    from posenc.backends import get_backend
+    from posenc.conformance import Options, run
+
+    backend = dataclasses.replace(get_backend("numpy"), name="broken_mrope", overrides=overrides)
+    results = run(Options(backends=[backend], encodings=["mrope"], dtypes=["float64"],
+                          modes=["eager"], cases=False, max_examples=3))
+    return {r.check.name for r in results if r.failed}
+
+
+def _impl():
+    from posenc.encodings import public_functions
+
+    return public_functions()["mrope"]
+
+
+def _ernie_as_qwen2_vl(x, positions, *, ordering=None, **kw):
+    """ERNIE's [h, w, t] sections fed to Qwen2-VL's contiguous runs (the usual port)."""
+    return _impl()(x, positions, ordering=None if ordering == "ernie" else ordering, **kw)
+
+
+def _xdrope_as_vllm(x, positions, *, ordering=None, **kw):
+    return _impl()(x, positions, ordering="contiguous" if ordering == "xdrope" else ordering,
+                   **kw)
+
+
+def _bailing_sections_as_ernie(x, positions, *, ordering=None, sections=None, **kw):
+    """Bailing's [t, h, w] read in ERNIE's [h, w, t] order (h/w alternate over 2 s_t)."""
+    if ordering == "bailing":
+        t, h, w = sections
+        return _impl()(x, positions, ordering="ernie", sections=[t, t, h + w - t], **kw)
+    return _impl()(x, positions, ordering=ordering, sections=sections, **kw)
+
+
+def test_ordering_bugs_fail_only_their_ordering_checks() -> None:
+    assert _failing(mrope=_ernie_as_qwen2_vl) == {
+        "mrope_section_isolation[layout=interleaved,ordering=ernie]"}
+    assert _failing(mrope=_xdrope_as_vllm) == {
+        "mrope_section_isolation[ordering=xdrope]",
+        "mrope_section_isolation[layout=interleaved,ordering=xdrope]"}
+    assert _failing(mrope=_bailing_sections_as_ernie) == {
+        "mrope_section_isolation[ordering=bailing]"}
