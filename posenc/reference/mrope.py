@@ -14,7 +14,8 @@ _PREFIXES = {"ernie4_5_vl": "ernie", "bailing": "bailing", "ming": "bailing",
              "hunyuan_vl": "xdrope"}
 
 
-def _ordering(ordering, interleaved, scaling):
+def resolve_ordering(ordering, interleaved, scaling):
+    """The ordering the parameters and the config name (the spec's conventions)."""
     if ordering is not None:
         return ordering
     cfg = scaling or {}
@@ -71,7 +72,7 @@ def mrope(x, positions, *, sections, ordering, interleaved, base, layout, scalin
     cfg = dict(scaling or {})
     if sections is None:
         sections = cfg.get("mrope_section", cfg.get("xdrope_section"))
-    ordering = _ordering(ordering, interleaved, cfg)
+    ordering = resolve_ordering(ordering, interleaved, cfg)
     r = rotary_width(dim, cfg or None)
     n = r // 2
     # longrope switches to its long factors once the positions pass the trained length
