@@ -21,8 +21,8 @@ AXES = ("t", "h", "w")
 def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: float,
                scaling: Mapping[str, Any] | None,
                ) -> tuple[Schedule, str, tuple[int, ...], list[int], list[int]]:
-    """The frequency schedule, the ordering, the sections and the row of position ids driving each pair's
-    first and second feature."""
+    """The frequency schedule, the ordering, the sections and the row of position ids driving
+    each pair's first and second feature."""
     name = schedule_type(scaling)
     ordering = orderings.resolve(ordering, interleaved, scaling)
     if scaling is not None:
