@@ -354,3 +354,7 @@ TRANSFORMS.update(_ZOO_TRANSFORMS)
 from ._cope_diagnoses import TRANSFORMS as _COPE_TRANSFORMS  # noqa: E402
 
 TRANSFORMS.update(_COPE_TRANSFORMS)
+
+from ._mrope_diagnoses import TRANSFORMS as _MROPE_TRANSFORMS  # noqa: E402
+
+TRANSFORMS.update(_MROPE_TRANSFORMS)

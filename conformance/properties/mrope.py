@@ -1,4 +1,5 @@
-"""Properties of multimodal RoPE (Qwen2-VL M-RoPE, Qwen3-VL interleaved)."""
+"""Properties of multimodal RoPE (Qwen2-VL M-RoPE, Qwen3-VL interleaved, ERNIE 4.5-VL, Bailing,
+HunYuan XD-RoPE)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,34 @@ DIM = 16  # 8 frequencies
 SEEDS = st.integers(0, 2**32 - 1)
 
 
-def _setup(ctx: Context) -> tuple[list[int], bool, str, float]:
-    """Sections for DIM (valid for the assignment under test), interleaved, layout, base."""
-    interleaved = bool(ctx.params.get("interleaved", False))
-    sections = [4, 2, 2] if interleaved else [2, 3, 3]
-    return sections, interleaved, ctx.params.get("layout", "half"), ctx.params.get("base", 1e4)
+# sections for DIM under each ordering, in the config's order (ERNIE [h, w, t]; XD-RoPE 4 rows)
+_SECTIONS = {"contiguous": [2, 3, 3], "interleaved": [4, 2, 2], "ernie": [3, 3, 2],
+             "bailing": [2, 3, 3], "xdrope": [2, 2, 2, 2]}
 
 
-def _axes(sections: list[int], interleaved: bool) -> np.ndarray:
-    """Which position id (0 t, 1 h, 2 w) drives each of the DIM/2 frequencies."""
+def _setup(ctx: Context) -> tuple[list[int], str, str, float]:
+    """Sections for DIM (valid for the ordering under test), ordering, layout, base."""
+    ordering = ctx.params.get("ordering") or (
+        "interleaved" if ctx.params.get("interleaved", False) else "contiguous")
+    return (_SECTIONS[ordering], ordering, ctx.params.get("layout", "half"),
+            ctx.params.get("base", 1e4))
+
+
+def _rows(sections: list[int], ordering: str) -> tuple[np.ndarray, np.ndarray]:
+    """The position-id row driving the first and the second feature of each DIM/2 pair."""
     j = np.arange(DIM // 2)
-    if interleaved:
-        return np.where((j % 3 == 1) & (j < 3 * sections[1]), 1,
-                        np.where((j % 3 == 2) & (j < 3 * sections[2]), 2, 0))
-    return np.repeat(np.arange(3), sections)
+    if ordering == "interleaved":
+        row = np.where((j % 3 == 1) & (j < 3 * sections[1]), 1,
+                       np.where((j % 3 == 2) & (j < 3 * sections[2]), 2, 0))
+    elif ordering in ("ernie", "bailing"):
+        spatial = 2 * sections[0 if ordering == "ernie" else 1]
+        row = np.where(j < spatial, np.where(j % 2 == 0, 1, 2), 0)
+    elif ordering == "xdrope":
+        doubled = np.repeat(np.arange(len(sections)), 2 * np.array(sections))
+        return doubled[: DIM // 2], doubled[DIM // 2:]
+    else:
+        row = np.repeat(np.arange(len(sections)), sections)
+    return row, row
 
 
 def _pairs(layout: str) -> tuple[np.ndarray, np.ndarray]:
@@ -34,13 +49,15 @@ def _pairs(layout: str) -> tuple[np.ndarray, np.ndarray]:
     return (2 * j, 2 * j + 1) if layout == "interleaved" else (j, j + DIM // 2)
 
 
-def _truth(x: np.ndarray, angles: np.ndarray, layout: str) -> np.ndarray:
-    """Float64 rotation of x [..., seq, DIM] by angles [seq, DIM/2]."""
+def _truth(x: np.ndarray, angles: np.ndarray, layout: str,
+           angles_b: np.ndarray | None = None) -> np.ndarray:
+    """Float64 rotation of x [..., seq, DIM] by angles [seq, DIM/2] (the second features by
+    ``angles_b`` where they differ)."""
     a, b = _pairs(layout)
+    angles_b = angles if angles_b is None else angles_b
     out = x.copy()
-    cos, sin = np.cos(angles), np.sin(angles)
-    out[..., a] = x[..., a] * cos - x[..., b] * sin
-    out[..., b] = x[..., b] * cos + x[..., a] * sin
+    out[..., a] = x[..., a] * np.cos(angles) - x[..., b] * np.sin(angles)
+    out[..., b] = x[..., b] * np.cos(angles_b) + x[..., a] * np.sin(angles_b)
     return out
 
 
@@ -58,7 +75,7 @@ def equal_axes_is_rope(ctx: Context) -> None:
     def check(seed: int, top: int) -> None:
         x = ctx.normal((2, 6, DIM), seed)
         m = np.random.default_rng(seed).integers(0, top, size=6)
-        out = ctx.run({"x": x, "positions": np.stack([m, m, m])}, sections=sections)
+        out = ctx.run({"x": x, "positions": np.stack([m] * len(sections))}, sections=sections)
         truth = _truth(x, m[:, None] * _theta(base), layout)
         ctx.assert_close(out, truth, f"mrope with t = h = w (positions < {top}) vs rope",
                          scale=float(np.abs(x).max()), angle_bound=float(m.max()))
@@ -71,15 +88,16 @@ def relative_invariance(ctx: Context) -> None:
     args: max_shift (default 100000)."""
     sections, _, _, _ = _setup(ctx)
     max_shift = int(ctx.args.get("max_shift", 100_000))
-    vec = st.lists(st.integers(0, 512), min_size=3, max_size=3)
+    axes = len(sections)
+    vec = st.lists(st.integers(0, 512), min_size=axes, max_size=axes)
     shifts = st.lists(st.one_of(st.integers(0, 1024), st.integers(0, max_shift)),
-                      min_size=3, max_size=3)
+                      min_size=axes, max_size=axes)
 
     @ctx.given(seed=SEEDS, m=vec, n=vec, shift=shifts)
     def check(seed: int, m: list[int], n: list[int], shift: list[int]) -> None:
         q, k = ctx.normal((2, DIM), seed)
         m_, n_, s = np.array(m), np.array(n), np.array(shift)
-        positions = np.stack([m_, n_, m_ + s, n_ + s], axis=1)  # [3, 4]
+        positions = np.stack([m_, n_, m_ + s, n_ + s], axis=1)  # [axes, 4]
         out = ctx.run({"x": np.stack([q, k, q, k]), "positions": positions}, sections=sections)
         check_logit_unchanged(ctx, out, q, k, float(positions.max()),
                               f"the shift {shift}: m={m}, n={n}")
@@ -87,25 +105,27 @@ def relative_invariance(ctx: Context) -> None:
 
 @register("mrope_section_isolation")
 def section_isolation(ctx: Context) -> None:
-    """Changing only the h position ids changes only the features of the h frequencies (the
-    others stay bit-identical), and the result is the float64 truth for the new ids."""
-    sections, interleaved, layout, base = _setup(ctx)
-    axes = _axes(sections, interleaved)
+    """Changing only the h position ids (row 1; width for XD-RoPE) changes only the features
+    that row drives (the others stay bit-identical), and the result is the float64 truth for
+    the new ids: the ordering's assignment of rows to features, checked feature by feature."""
+    sections, ordering, layout, base = _setup(ctx)
+    rows_a, rows_b = _rows(sections, ordering)
     a, b = _pairs(layout)
-    h_features = np.concatenate([a[axes == 1], b[axes == 1]])
-    others = np.setdiff1d(np.arange(DIM), h_features)
+    moved_features = np.concatenate([a[rows_a == 1], b[rows_b == 1]])
+    others = np.setdiff1d(np.arange(DIM), moved_features)
 
     @ctx.given(seed=SEEDS)
     def check(seed: int) -> None:
         rng = np.random.default_rng(seed)
         x = ctx.normal((2, 6, DIM), seed)
-        positions = rng.integers(0, 2**16, size=(3, 6))
+        positions = rng.integers(0, 2**16, size=(len(sections), 6))
         moved = positions.copy()
         moved[1] = rng.integers(0, 2**16, size=6)
         before = ctx.run({"x": x, "positions": positions}, sections=sections)
         after = ctx.run({"x": x, "positions": moved}, sections=sections)
         ctx.assert_equal(after[..., others], before[..., others],
-                         f"features outside the h section {h_features.tolist()}")
-        angles = moved.T[:, axes] * _theta(base)  # [seq, DIM/2]: each frequency's own id
-        ctx.assert_close(after, _truth(x, angles, layout), "mrope after moving h",
+                         f"features outside row 1's {sorted(moved_features.tolist())}")
+        theta = _theta(base)  # [seq, DIM/2]: each feature's own id
+        truth = _truth(x, moved.T[:, rows_a] * theta, layout, moved.T[:, rows_b] * theta)
+        ctx.assert_close(after, truth, f"mrope ({ordering}) after moving row 1",
                          scale=float(np.abs(x).max()), angle_bound=float(moved.max()))

@@ -1,5 +1,5 @@
-"""Multimodal RoPE (Qwen2-VL M-RoPE, Qwen3-VL interleaved): ordinary RoPE frequencies, each
-driven by one of three position ids (temporal, height, width)."""
+"""Multimodal RoPE (Qwen2-VL M-RoPE, Qwen3-VL interleaved, ERNIE 4.5-VL, Bailing, HunYuan
+XD-RoPE): ordinary RoPE frequencies, each driven by one row of position ids (t, h, w, ...)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from .. import array_api, params, rotary, validation
 from ..errors import ParameterError
 from ..layers import Layer
+from . import _mrope_orderings as orderings
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["mrope"]
@@ -19,63 +18,25 @@ __all__ = ["mrope"]
 AXES = ("t", "h", "w")
 
 
-def _sections(value: Any) -> tuple[int, int, int]:
-    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3:
-        raise ParameterError(
-            f"sections={value!r} must be a list of 3 ints (frequencies driven by t, h, w)")
-    for i, s in enumerate(value):
-        if isinstance(s, bool) or not isinstance(s, int | np.integer):
-            raise ParameterError(f"sections={list(value)!r}: sections[{i}]={s!r} is not an int")
-        if s < 0:
-            raise ParameterError(f"sections={list(value)!r}: sections[{i}]={s} is negative")
-    return int(value[0]), int(value[1]), int(value[2])
-
-
-def axis_of_frequency(sections: tuple[int, int, int], n: int, interleaved: bool) -> list[int]:
-    """The axis (0 = t, 1 = h, 2 = w) of each of the ``n`` frequencies.
-
-    Qwen2-VL: contiguous runs ``t^s0 h^s1 w^s2``. Qwen3-VL (``interleaved``): frequency ``j``
-    is h when ``j % 3 == 1`` and ``j < 3 s1``, w when ``j % 3 == 2`` and ``j < 3 s2``, else t.
-    Plain Python: torch.compile traces host NumPy, and these are static choices.
-    """
-    if sum(sections) != n:
-        raise ParameterError(
-            f"sections={list(sections)!r} sum to {sum(sections)}, but the rotary width has "
-            f"{n} frequencies (rotary_dim / 2): they must sum to {n}")
-    if not interleaved:
-        return [a for a, count in enumerate(sections) for _ in range(count)]
-    axis = [1 if j % 3 == 1 and j < 3 * sections[1] else
-            2 if j % 3 == 2 and j < 3 * sections[2] else 0 for j in range(n)]
-    counts = tuple(axis.count(a) for a in range(3))
-    if counts != sections:
-        raise ParameterError(
-            f"sections={list(sections)!r} with interleaved=True: every third frequency from "
-            f"index 1 (h) and 2 (w) up to 3 * section gives counts {list(counts)!r} among {n} "
-            "frequencies; the h and w sections must satisfy 3 * sections[1] <= n + 1 and "
-            "3 * sections[2] <= n")
-    return axis
-
-
-def _configure(dim: int, sections: Any, interleaved: Any, base: float,
-               scaling: Mapping[str, Any] | None) -> tuple[Schedule, list[int]]:
+def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: float,
+               scaling: Mapping[str, Any] | None,
+               ) -> tuple[Schedule, str, tuple[int, ...], list[int], list[int]]:
+    """The frequency schedule, the ordering, the sections and the row of position ids driving
+    each pair's first and second feature."""
     name = schedule_type(scaling)
-    if not isinstance(interleaved, bool | np.bool_):
-        raise ParameterError(f"interleaved must be a bool, got {interleaved!r}")
+    ordering = orderings.resolve(ordering, interleaved, scaling)
     if scaling is not None:
+        from_config = orderings.config_sections(scaling)
         if sections is None:
-            if "mrope_section" not in scaling:
+            if from_config is None:
                 raise ParameterError(
                     "sections=None and scaling has no 'mrope_section': pass sections=[t, h, w] "
                     f"(got scaling={dict(scaling)!r})")
-            sections = scaling["mrope_section"]
-        elif ("mrope_section" in scaling
-              and _sections(scaling["mrope_section"]) != _sections(sections)):
+            sections = from_config
+        elif (from_config is not None
+              and orderings.sections_of(from_config) != orderings.sections_of(sections)):
             raise ParameterError(f"sections={list(sections)!r} conflicts with "
-                                 f"scaling['mrope_section']={scaling['mrope_section']!r}: give one")
-        flag = scaling.get("mrope_interleaved", False)
-        if not isinstance(flag, bool | np.bool_):
-            raise ParameterError(f"scaling['mrope_interleaved'] must be a bool, got {flag!r}")
-        interleaved = bool(interleaved or flag)
+                                 f"scaling['mrope_section']={from_config!r}: give one")
     elif sections is None:
         raise ParameterError("sections=None: pass sections=[t, h, w] (frequency counts summing "
                              "to rotary_dim / 2) or a scaling dict with 'mrope_section'")
@@ -84,15 +45,16 @@ def _configure(dim: int, sections: Any, interleaved: Any, base: float,
                              "length, which mrope does not take: resolve the frequencies with "
                              "rope_frequencies(seq_len=...) and pass a fixed schedule")
     sched = schedule(dim, base=base, scaling=scaling)
-    axis = axis_of_frequency(_sections(sections), sched.rotary_dim // 2, bool(interleaved))
-    return sched, axis
+    sections = orderings.sections_of(sections)
+    axis_a, axis_b = orderings.feature_axes(ordering, sections, sched.rotary_dim // 2)
+    return sched, ordering, sections, axis_a, axis_b
 
 
 def _bad_positions(pshape: tuple[int, ...], xshape: tuple[int, ...]) -> str:
     seq = xshape[-2]
     return (f"positions has shape {pshape} but x has shape {xshape}: positions must be "
-            f"[3, seq] = [3, {seq}] or [3, batch, seq] = [3, {xshape[0]}, {seq}] (t, h, w "
-            "position ids; batched needs x.ndim >= 3)")
+            f"[axes, seq] = [axes, {seq}] or [axes, batch, seq] = [axes, {xshape[0]}, {seq}] "
+            "(one row of position ids per axis: 3 for t, h, w; batched needs x.ndim >= 3)")
 
 
 # positions may also be float32/float64 (array_api.check_positions_dtype)
@@ -111,21 +73,69 @@ def _check_shapes(xp: Any, x: Any, positions: Any) -> tuple[int, int]:
     return seq, dim
 
 
+def _check_rows(positions: Any, x: Any, sections: Any, ordering: str, rows: int) -> None:
+    if int(positions.shape[0]) != rows:
+        pshape, xshape = tuple(positions.shape), tuple(x.shape)
+        raise ParameterError(
+            f"sections={list(sections)!r} with ordering={ordering!r} reads {rows} rows of "
+            f"position ids, but positions has shape {pshape} (x has shape {xshape}): positions "
+            f"must be [{rows}, seq] = [{rows}, {xshape[-2]}] or [{rows}, batch, seq] = "
+            f"[{rows}, {xshape[0]}, {xshape[-2]}]")
+
+
+def _per_frequency(xp: Any, p: Any, axis: list[int], device: Any) -> Any:
+    """``P[..., s, j] = p[axis[j], ..., s]``: a static selection, exact in any dtype."""
+    out = p[0, ..., None]
+    for row in sorted(set(axis) - {0}):  # a few rows, fixed by the configuration
+        mask = array_api.asarray(xp, [a == row for a in axis], device=device)
+        out = xp.where(mask, p[row, ..., None], out)
+    return out
+
+
+def _rotate_split(xp: Any, x: Any, cos_a: Any, sin_a: Any, cos_b: Any, sin_b: Any, *,
+                  rotary_dim: int, layout: str) -> Any:
+    """(a, b) -> (a cos_a - b sin_a, b cos_b + a sin_b): each feature of a pair with its own
+    angle (transformers' HunYuanVL; not a rotation unless the angles agree)."""
+    r, n = rotary_dim, rotary_dim // 2
+    head = xp.astype(x[..., :r], cos_a.dtype, copy=False)
+    if layout == "half":
+        a, b = head[..., :n], head[..., n:]
+        out = xp.concat([a * cos_a - b * sin_a, b * cos_b + a * sin_b], axis=-1)
+    else:
+        pairs = xp.reshape(head, (*tuple(head.shape[:-1]), n, 2))
+        a, b = pairs[..., 0], pairs[..., 1]
+        out = xp.reshape(xp.stack([a * cos_a - b * sin_a, b * cos_b + a * sin_b], axis=-1),
+                         (*tuple(head.shape[:-1]), r))
+    out = xp.astype(out, x.dtype, copy=False)
+    return out if r == int(x.shape[-1]) else xp.concat([out, x[..., r:]], axis=-1)
+
+
 def mrope(
-    x: Any, positions: Any, *, sections: Sequence[int] | None = None, interleaved: bool = False,
-    base: float = 10000.0, layout: str = "half", scaling: Mapping[str, Any] | None = None,
+    x: Any, positions: Any, *, sections: Sequence[int] | None = None,
+    ordering: str | None = None, interleaved: bool = False, base: float = 10000.0,
+    layout: str = "half", scaling: Mapping[str, Any] | None = None,
 ) -> Any:
     """Rotate ``x`` (``[..., seq, dim]``) by multimodal positions; same shape and dtype as ``x``.
 
-    ``positions``: ``[3, seq]`` or ``[3, batch, seq]`` integer (t, h, w) position ids
-    (transformers' Qwen2-VL ``position_ids``); batched ids apply to ``x[b, ..., s, :]``.
-    The frequencies are ordinary RoPE frequencies ``theta_j = base^(-2j/r)`` of the rotary
-    width ``r`` (or those of ``scaling``'s schedule); ``sections = [s_t, s_h, s_w]`` (summing
-    to ``r/2``) says which position id drives each frequency: contiguous runs (Qwen2-VL), or
-    with ``interleaved=True`` every third frequency from 1 for h and from 2 for w (Qwen3-VL).
-    ``sections=None`` takes ``scaling['mrope_section']``; ``scaling['mrope_interleaved']``
-    sets ``interleaved``. ``layout`` pairs features as in :func:`posenc.rope` (``"half"``:
-    transformers). When t = h = w, the result is that of rope.
+    ``positions``: ``[axes, seq]`` or ``[axes, batch, seq]`` integer position ids, one row per
+    axis (t, h, w for the three-axis orderings: transformers' Qwen2-VL ``position_ids``);
+    batched ids apply to ``x[b, ..., s, :]``. The frequencies are ordinary RoPE frequencies
+    ``theta_j = base^(-2j/r)`` of the rotary width ``r`` (or those of ``scaling``'s schedule);
+    ``sections`` (summing to ``r/2``) and ``ordering`` say which row drives each frequency:
+
+    - ``contiguous`` (Qwen2-VL; also vLLM's XD-RoPE with 4 sections): runs of ``sections[i]``
+      frequencies follow row ``i``;
+    - ``interleaved`` (Qwen3-VL, also ``interleaved=True``): every third frequency from 1 for h,
+      from 2 for w, t otherwise;
+    - ``ernie`` (ERNIE 4.5-VL, sections ``[h, w, t]``) and ``bailing`` (Ling/Ming, sections
+      ``[t, h, w]``): h and w alternate over the first ``2 s_h`` frequencies, t the rest;
+    - ``xdrope`` (transformers' HunYuanVL): runs of ``2 sections[i]`` over the doubled vector
+      ``[theta, theta]``, so the two features of a pair may follow different rows.
+
+    ``sections=None`` takes ``scaling['mrope_section']`` (or ``xdrope_section``);
+    ``scaling['mrope_interleaved']``, ``xdrope_section`` or ``model_type`` name the ordering.
+    ``layout`` pairs features as in :func:`posenc.rope` (``"half"``: transformers' Qwen and
+    HunYuan; ERNIE 4.5-VL uses ``"interleaved"``). When all rows are equal, the result is rope.
     """
     xp = array_api.namespace(x=x, positions=positions)
     params.choice("layout", layout, rotary.LAYOUTS)
@@ -133,26 +143,30 @@ def mrope(
     if positions is None:
         raise ParameterError("positions=None: mrope needs [3, seq] (t, h, w) position ids")
     seq, dim = _check_shapes(xp, x, positions)
-    sched, axis = _configure(dim, sections, interleaved, base, scaling)
+    sched, ordering, sections, axis_a, axis_b = _configure(dim, sections, ordering, interleaved,
+                                                           base, scaling)
+    _check_rows(positions, x, sections, ordering, orderings.axes_count(ordering, sections))
     rd, n = sched.rotary_dim, sched.rotary_dim // 2
     compute = array_api.compute_dtype(xp, x.dtype)
     array_api.check_positions_dtype(xp, positions)
     array_api.assert_position_range(xp, positions, compute=compute)
 
-    # P[..., s, j] = positions[axis[j], ..., s]: a static selection, exact in any dtype
     p = xp.astype(positions, compute)
-    is_h = array_api.asarray(xp, [a == 1 for a in axis], device=device)
-    is_w = array_api.asarray(xp, [a == 2 for a in axis], device=device)
-    per_freq = xp.where(is_h, p[1, ..., None], xp.where(is_w, p[2, ..., None], p[0, ..., None]))
-    angles = rotary.scheduled_phases(xp, per_freq, sched, compute=compute, device=device,
-                                      all_positions=p)
+    angles = [rotary.scheduled_phases(xp, _per_frequency(xp, p, axis, device), sched,
+                                      compute=compute, device=device, all_positions=p)
+              for axis in ((axis_a,) if axis_a == axis_b else (axis_a, axis_b))]
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
-        angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
-    return rotary.apply(xp, x, angles, rotary_dim=rd, layout=layout,
-                         factor=sched.attention_factor)
+        angles = [xp.reshape(t, (t.shape[0], *([1] * (x.ndim - 3)), seq, n)) for t in angles]
+    if len(angles) == 1:
+        return rotary.apply(xp, x, angles[0], rotary_dim=rd, layout=layout,
+                            factor=sched.attention_factor)
+    (cos_a, sin_a), (cos_b, sin_b) = (rotary.cos_sin(xp, t, sched.attention_factor)
+                                      for t in angles)
+    return _rotate_split(xp, x, cos_a, sin_a, cos_b, sin_b, rotary_dim=rd, layout=layout)
 
 
 LAYERS = (Layer(
     "MultimodalRotaryEmbedding", "mrope",
-    config=("sections", "interleaved", "base", "layout", "scaling"),
-    doc="Qwen2-VL M-RoPE: layer(x, positions [3, (batch,) seq])"),)
+    config=("sections", "ordering", "interleaved", "base", "layout", "scaling"),
+    doc="M-RoPE (Qwen2-VL, Qwen3-VL, ERNIE 4.5-VL, Bailing, HunYuan XD-RoPE): "
+        "layer(x, positions [axes, (batch,) seq])"),)

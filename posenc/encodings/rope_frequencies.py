@@ -30,7 +30,7 @@ _ALIASES = {"mrope": "default"}
 # keys that any dict may carry: they describe the model, not the schedule
 _COMMON = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor",
                      "max_position_embeddings", "original_max_position_embeddings",
-                     "mrope_section", "mrope_interleaved"})
+                     "mrope_section", "mrope_interleaved", "xdrope_section", "model_type"})
 _REQUIRED = {
     "default": set(), "proportional": set(),
     "linear": {"factor"}, "ntk": {"factor"}, "dynamic": {"factor"},
