@@ -137,7 +137,7 @@ def test_more_clips_match_transformers(pe, seconds: float, audio: int) -> None:
               "use_audio_in_video": True, "seconds_per_chunk": 1, "chunk_order": "video_audio"}
     grid, secs, lengths = np.array([[3, 4, 4]]), np.array([seconds]), np.array([audio])
     kinds = _transformers_layout([3, 4, 4], seconds, audio, 4, 4)
-    types = np.array([[0, 0] + kinds + [0, 0, 0]])
+    types = np.array([[0, 0, *kinds, 0, 0, 0]])
     inputs = dict(zip(NAMES, (types, None, grid, secs, None, lengths), strict=True))
     expected, deltas = _transformers(inputs, params)
     ref_ids, ref_deltas = reference(types, None, grid, secs, None, lengths, **params)

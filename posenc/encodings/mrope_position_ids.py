@@ -1,7 +1,8 @@
-"""Multimodal rope position ids (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen2.5-Omni): the (temporal,
-row, column) ids of a token sequence with image, video and audio groups, and the rope_deltas
-that continue them while decoding. Vectorised: group starts, in-group offsets and start positions come from cumulative
-sums and a searchsorted over the flattened batch, with no loop over tokens."""
+"""Multimodal rope position ids (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen2.5-Omni): the
+(temporal, row, column) ids of a token sequence with image, video and audio groups, and the
+rope_deltas that continue them while decoding. Vectorised: group starts, in-group offsets and
+start positions come from cumulative sums and a searchsorted over the flattened batch, with no
+loop over tokens."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ TEXT, IMAGE, VIDEO, AUDIO = 0, 1, 2, 3
 
 def _vision_ids(start, grid, merge, temporal):
     t, h, w = int(grid[0]), int(grid[1]) // merge, int(grid[2]) // merge
-    return [(start + temporal(ti), start + hi, start + wi)
+    return [(start + temporal[ti], start + hi, start + wi)
             for ti in range(t) for hi in range(h) for wi in range(w)]
 
 
@@ -104,23 +104,19 @@ def mrope_position_ids(token_types, image_grid_thw, video_grid_thw, second_per_g
                 pos += n
                 continue
             grid = next(grids[kind])
+            frames = np.arange(int(grid[0]), dtype=np.float32)
             if omni:
                 pps = np.float32(position_id_per_seconds)
                 if kind == IMAGE:  # arange(t) · 1 · position_id_per_seconds
-                    def temporal(ti):
-                        return math.floor(np.float32(ti) * pps)
+                    times = frames * pps
                 else:  # (arange(t) · second_per_grid) · position_id_per_seconds, in float32
-                    second = np.float32(next(seconds, 1.0))
-
-                    def temporal(ti):
-                        return math.floor((np.float32(ti) * second) * pps)
+                    times = (frames * np.float32(next(seconds, 1.0))) * pps
             else:
                 interval = np.float32(1.0)
                 if kind == VIDEO and tokens_per_second is not None:
                     interval = np.float32(tokens_per_second) * np.float32(next(seconds, 1.0))
-
-                def temporal(ti):
-                    return math.floor(np.float32(ti) * interval)  # float32 as peers
+                times = frames * interval  # float32 as peers
+            temporal = [math.floor(x) for x in times.tolist()]
             vision = _vision_ids(pos, grid, spatial_merge_size, temporal)
             if kind == VIDEO and omni and use_audio_in_video:
                 audio_len = int(next(audios))
