@@ -150,8 +150,10 @@ def mrope_position_ids(
             rows = host(video_grid_thw)
             videos = None if rows is None else np.array(
                 [[1, h, w] for t, h, w in rows.tolist() for _ in range(t)]).reshape(-1, 3)
+        seconds = (None if second_per_grid_ts is None  # bfloat16 has no NumPy view
+                   else host(xp.astype(second_per_grid_ts, xp.float32)))
         check_groups(host_types, mask, {1: image_grid_thw, 2: videos}, merge,
-                     audio_lengths if omni else None, second_per_grid_ts, omni)
+                     audio_lengths if omni else None, seconds, omni)
 
     index = token_types.dtype
     device = array_api.device_of(token_types)
