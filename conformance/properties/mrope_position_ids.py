@@ -85,7 +85,7 @@ def omni_clip_blocks(ctx: Context) -> None:
     count up by one on all three axes, the video temporal ids never decrease and step by
     (frame · seconds) · position_id_per_seconds; the end pair shares max + 1 and the text after
     continues from there."""
-    from posenc.encodings._mrope_checks import Omni, clip_layout
+    from posenc.encodings.mrope_groups import Omni, clip_layout
 
     pps = float(ctx.params["position_id_per_seconds"])
     per_chunk = int(pps * float(ctx.params.get("seconds_per_chunk", 2)))

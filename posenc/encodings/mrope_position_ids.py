@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import array_api, params
 from ..errors import ParameterError
-from ._mrope_checks import AUDIO, Omni, check_groups, host
+from .mrope_groups import AUDIO, Omni, check_groups, host
 
 __all__ = ["mrope_position_ids"]
 

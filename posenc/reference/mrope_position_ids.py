@@ -60,8 +60,8 @@ def _groups(types, use_audio_in_video):
 
 def mrope_position_ids(token_types, image_grid_thw, video_grid_thw, second_per_grid_ts,
                        attention_mask, audio_lengths, *, spatial_merge_size, tokens_per_second,
-                       advance, split_video_frames, position_id_per_seconds=None,
-                       use_audio_in_video=False, seconds_per_chunk=2, chunk_order="video_audio"):
+                       advance, split_video_frames, position_id_per_seconds,
+                       use_audio_in_video, seconds_per_chunk, chunk_order):
     token_types = np.asarray(token_types)
     if split_video_frames and video_grid_thw is not None:  # Qwen3-VL: one group per frame
         video_grid_thw = [[1, h, w] for t, h, w in np.asarray(video_grid_thw).tolist()
