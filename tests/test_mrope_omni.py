@@ -1,5 +1,5 @@
-"""Qwen2.5-Omni TMRoPE position ids: the goldens against transformers' own
-Qwen2.5-Omni get_rope_index (called unbound on a stand-in holding only the config, no weights),
+"""Qwen2.5-Omni TMRoPE and Qwen3-Omni position ids: the goldens against transformers' own
+Qwen2.5-Omni / Qwen3-Omni get_rope_index (called unbound on a stand-in holding only the config, no weights),
 the implementation against the reference, and bad inputs naming the parameter and the value."""
 
 from __future__ import annotations
@@ -48,16 +48,36 @@ def _input_ids(token_types: np.ndarray, mask: np.ndarray, clips: bool) -> np.nda
     return ids
 
 
+def _qwen3_omni():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    try:
+        from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as module
+    except ImportError:
+        pytest.skip("transformers has no Qwen3-Omni")
+    return module
+
+
+def _qwen3_feature_lengths(tokens: list[int], n_window: int) -> list[int]:
+    """Feature lengths that Qwen3-Omni's own _get_feat_extract_output_lengths turns into
+    ``tokens`` (the smallest of each)."""
+    module = _qwen3_omni()
+    out = module._get_feat_extract_output_lengths(np.arange(1, 2000), n_window)
+    return [int(np.flatnonzero(out == n)[0]) + 1 for n in tokens]
+
+
 def _transformers(inputs: dict, params: dict) -> tuple[np.ndarray, np.ndarray]:
     import torch
-    Omni = _omni_class()
-    config = pytypes.SimpleNamespace(
+    qwen3 = params.get("omni_model") == "qwen3_omni"
+    Omni = (_qwen3_omni().Qwen3OmniMoePreTrainedModelForConditionalGeneration if qwen3
+            else _omni_class())
+    config = pytypes.SimpleNamespace(audio_config=pytypes.SimpleNamespace(n_window=50),
         image_token_id=KIND_IDS[1], video_token_id=KIND_IDS[2], audio_token_id=KIND_IDS[3],
         vision_start_token_id=VISION_START, audio_start_token_id=AUDIO_START,
         position_id_per_seconds=params["position_id_per_seconds"],
         seconds_per_chunk=params["seconds_per_chunk"])
     stub = pytypes.SimpleNamespace(config=config, spatial_merge_size=params["spatial_merge_size"])
-    for name in ("get_llm_pos_ids_for_vision", "get_chunked_index"):
+    for name in ("get_llm_pos_ids_for_vision", "get_chunked_index")[:1 if qwen3 else 2]:
         setattr(stub, name, pytypes.MethodType(getattr(Omni, name), stub))
     types = inputs["token_types"]
     mask = (np.ones_like(types) if inputs["attention_mask"] is None
@@ -69,8 +89,12 @@ def _transformers(inputs: dict, params: dict) -> tuple[np.ndarray, np.ndarray]:
     seconds = tensor("second_per_grid_ts")
     if seconds is None and inputs["video_grid_thw"] is not None:
         seconds = torch.ones(len(inputs["video_grid_thw"]))
-    # audio_seqlens are feature lengths: 4n of them give n tokens through the encoder's strides
-    audio = None if inputs["audio_lengths"] is None else torch.tensor(inputs["audio_lengths"]) * 4
+    # audio_seqlens are feature lengths: Qwen2.5-Omni's encoder turns 4n of them into n tokens
+    audio = None
+    if inputs["audio_lengths"] is not None:
+        lengths = inputs["audio_lengths"].tolist()
+        audio = torch.tensor(_qwen3_feature_lengths(lengths, 50) if qwen3
+                             else [4 * n for n in lengths])
     position_ids, deltas = Omni.get_rope_index(
         stub, torch.tensor(ids), image_grid_thw=tensor("image_grid_thw"),
         video_grid_thw=tensor("video_grid_thw"), attention_mask=torch.tensor(mask),
@@ -80,9 +104,10 @@ def _transformers(inputs: dict, params: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("case_name", _omni_cases())
-def test_goldens_match_transformers_qwen2_5_omni(case_name: str) -> None:
-    """The golden ids where attention_mask is 1 (transformers leaves padding at 1, posenc at 0)
-    and the rope_deltas equal transformers' get_rope_index on the same tokens."""
+def test_goldens_match_transformers_omni(case_name: str) -> None:
+    """The golden ids where attention_mask is 1 (Qwen2.5-Omni leaves padding at 1, posenc at
+    0) and the rope_deltas equal transformers' Qwen2.5-Omni or Qwen3-Omni get_rope_index on
+    the same tokens."""
     spec = specs()["mrope_position_ids"]
     case = golden.load(spec).cases[case_name]
     params = {**spec.defaults(), **case.params}
@@ -132,12 +157,35 @@ def test_more_clips_match_transformers(pe, seconds: float, audio: int) -> None:
     """Clips with fewer and more audio chunks than video chunks, frames split over chunks:
     laid out by transformers' get_chunked_index, posenc's reference and implementation give
     transformers' get_rope_index ids."""
-    params = {"spatial_merge_size": 2, "tokens_per_second": None, "advance": "max_id",
-              "split_video_frames": False, "position_id_per_seconds": 4,
-              "use_audio_in_video": True, "seconds_per_chunk": 1, "chunk_order": "video_audio"}
+    params = {**specs()["mrope_position_ids"].defaults(), "position_id_per_seconds": 4,
+              "use_audio_in_video": True, "seconds_per_chunk": 1}
     grid, secs, lengths = np.array([[3, 4, 4]]), np.array([seconds]), np.array([audio])
     kinds = _transformers_layout([3, 4, 4], seconds, audio, 4, 4)
     types = np.array([[0, 0, *kinds, 0, 0, 0]])
+    inputs = dict(zip(NAMES, (types, None, grid, secs, None, lengths), strict=True))
+    expected, deltas = _transformers(inputs, params)
+    ref_ids, ref_deltas = reference(types, None, grid, secs, None, lengths, **params)
+    ids, got_deltas = pe.mrope_position_ids(types, None, grid, secs.astype(np.float32), None,
+                                            lengths, **params)
+    np.testing.assert_array_equal(ref_ids, expected)
+    np.testing.assert_array_equal(ref_deltas, deltas)
+    np.testing.assert_array_equal(np.asarray(ids), expected)
+    np.testing.assert_array_equal(np.asarray(got_deltas), deltas)
+
+
+@pytest.mark.parametrize(("seconds", "audio"), [(1.0, 5), (0.5, 9), (2.0, 1), (1.5, 12)])
+def test_qwen3_omni_clips_match_transformers(pe, seconds: float, audio: int) -> None:
+    """Qwen3-Omni clips merged on time: transformers' get_rope_index lays a clip out by its own
+    merge whatever the token kinds say, so posenc's layout (fed as token_types) and ids must
+    both agree with it for the ids to match."""
+    from posenc.encodings.mrope_groups import Omni, clip_layout
+
+    params = {**specs()["mrope_position_ids"].defaults(), "position_id_per_seconds": 2,
+              "use_audio_in_video": True, "omni_model": "qwen3_omni"}
+    frames = np.floor(np.arange(3, dtype=np.float32) * np.float32(seconds) * 2).astype(int)
+    kinds = clip_layout(np.repeat(frames, 4), audio, Omni(2.0, True, 4, True, True))
+    types = np.array([[0, 0, *kinds.tolist(), 0, 0, 0]])
+    grid, secs, lengths = np.array([[3, 4, 4]]), np.array([seconds]), np.array([audio])
     inputs = dict(zip(NAMES, (types, None, grid, secs, None, lengths), strict=True))
     expected, deltas = _transformers(inputs, params)
     ref_ids, ref_deltas = reference(types, None, grid, secs, None, lengths, **params)
@@ -206,6 +254,15 @@ G = np.array([[1, 4, 4]])
          r"seconds_per_chunk=0.01 gives int\(position_id_per_seconds · seconds_per_chunk\) = 0"),
         ((AUDIO,), {**OMNI, "chunk_order": "audio"}, r"chunk_order='audio' is not one of"),
         ((AUDIO,), {**OMNI, "use_audio_in_video": 1}, r"use_audio_in_video=1 must be True or"),
+        ((AUDIO,), {**OMNI, "omni_model": "qwen3"}, r"omni_model='qwen3' is not one of"),
+        ((AUDIO,), {**OMNI, "omni_model": "qwen3_omni", "chunk_order": "audio_video"},
+         r"chunk_order='audio_video' with omni_model='qwen3_omni'"),
+        ((np.array([[0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0]]), None, np.array([[2, 4, 4]]),
+          np.array([0.5])), {**OMNI, "position_id_per_seconds": 3, "omni_model": "qwen3_omni"},
+         r"second_per_grid_ts\[0\]=0.5 gives Qwen3-Omni temporal ids \[0.0, 1.5\]"),
+        ((np.array([[0, 2, 2, 2, 2, 3, 3, 0, 0]]), None, G, None, None, np.array([2])), CLIP,
+         r"the video clip in batch row 0 \(use_audio_in_video\) has 1 text tokens before it "
+         r"and 2 after it"),
     ],
 )
 def test_bad_omni_inputs(pe, args, kwargs, message) -> None:

@@ -24,6 +24,7 @@ class Omni:
     use_audio_in_video: bool
     per_chunk: int  # temporal ids per chunk: int(position_id_per_seconds · seconds_per_chunk)
     video_first: bool
+    time_merge: bool = False  # Qwen3-Omni: merged token by token on time, no chunks
 
 
 def host(value: Any) -> np.ndarray | None:
@@ -54,7 +55,12 @@ def chunk_bounds(values: np.ndarray, per_chunk: int) -> np.ndarray:
 
 
 def clip_layout(video_ids: np.ndarray, audio_len: int, omni: Omni) -> np.ndarray:
-    """The token kinds of a clip: chunk pairs (video then audio, or the reverse)."""
+    """The token kinds of a clip: chunk pairs (video then audio, or the reverse); Qwen3-Omni:
+    video token i after the audio tokens of smaller ids, min(id_i, audio_len) of them."""
+    if omni.time_merge:
+        kinds = np.full(video_ids.size + audio_len, AUDIO, np.int64)
+        kinds[np.arange(video_ids.size) + np.minimum(video_ids, audio_len)] = VIDEO
+        return kinds
     cuts = [np.diff(np.concatenate([[0], chunk_bounds(v, omni.per_chunk), [v.size]]))
             for v in (video_ids, np.arange(audio_len))]
     pairs = max(len(c) for c in cuts)
@@ -66,11 +72,28 @@ def clip_layout(video_ids: np.ndarray, audio_len: int, omni: Omni) -> np.ndarray
     return np.array(kinds, np.int64)
 
 
+def _times(t: int, second: float, omni: Omni) -> np.ndarray:
+    """(arange(t) · seconds) · position_id_per_seconds in float32, as transformers."""
+    return ((np.arange(t, dtype=np.float32) * np.float32(second))
+            * np.float32(omni.position_id_per_seconds))
+
+
 def _video_temporal(grid: list[int], second: float, merge: int, omni: Omni) -> np.ndarray:
     t, h, w = grid
-    frames = np.floor((np.arange(t, dtype=np.float32) * np.float32(second))
-                      * np.float32(omni.position_id_per_seconds)).astype(np.int64)
+    frames = np.floor(_times(t, second, omni)).astype(np.int64)
     return np.repeat(frames, (h // merge) * (w // merge))
+
+
+def _check_whole_times(kind: int, index: int, t: int, second: float, omni: Omni) -> None:
+    """Qwen3-Omni keeps temporal ids unfloored: only whole ones are integer position ids."""
+    times = _times(t, second, omni)
+    if omni.time_merge and (times != np.floor(times)).any():
+        what = ("position_id_per_seconds" if kind == IMAGE
+                else f"second_per_grid_ts[{index}]={second}")
+        raise ParameterError(
+            f"{what} gives Qwen3-Omni temporal ids {times.tolist()} (frame · seconds · "
+            f"position_id_per_seconds={omni.position_id_per_seconds}), not whole numbers: "
+            "Qwen3-Omni keeps them fractional, which integer position ids cannot hold")
 
 
 def _rows(value: Any) -> list[Any]:
@@ -121,10 +144,15 @@ def check_groups(types: np.ndarray, mask: np.ndarray | None, grids: dict[int, An
                 raise ParameterError(
                     f"{names[kind]}[{used[kind] - 1}]={[t, h, w]} gives t·(h/{merge})·(w/{merge}) "
                     f"= {expected} tokens but its group in batch row {b} has {count}")
+            second = 1.0
+            if kind == VIDEO and per_video:
+                second = per_video[used[VIDEO] - 1]
+            if omni is not None:
+                _check_whole_times(kind, used[kind] - 1, t, second, omni)
             if kind == VIDEO and clips:
                 _check_clip_ends(groups, g, b)
-                _check_clip(group, b, take(AUDIO, b), used[AUDIO] - 1, [t, h, w],
-                            per_video[used[VIDEO] - 1] if per_video else 1.0, merge, omni)
+                _check_clip(group, b, take(AUDIO, b), used[AUDIO] - 1, [t, h, w], second,
+                            merge, omni)
     for kind in (IMAGE, VIDEO, AUDIO):
         if used[kind] != len(rows[kind]):
             raise ParameterError(f"{names[kind]} has {len(rows[kind])} rows but token_types has "
@@ -140,7 +168,9 @@ def _check_clip(group: np.ndarray, b: int, audio_len: int, index: int, grid: lis
                              f"{b} (use_audio_in_video) has {count} audio tokens")
     expected = clip_layout(_video_temporal(grid, second, merge, omni), audio_len, omni)
     if not np.array_equal(group, expected):
-        order = "video chunk then audio chunk" if omni.video_first else "audio chunk first"
+        order = ("Qwen3-Omni: merged on time, video first on a tie" if omni.time_merge
+                 else "video chunk then audio chunk" if omni.video_first
+                 else "audio chunk first")
         raise ParameterError(
             f"token_types of the video clip in batch row {b} (use_audio_in_video) are "
             f"{group.tolist()}, not the TMRoPE layout {expected.tolist()} ({order}, "
@@ -149,7 +179,7 @@ def _check_clip(group: np.ndarray, b: int, audio_len: int, index: int, grid: lis
 
 def _check_clip_ends(groups: list[np.ndarray], g: int, b: int) -> None:
     """A clip sits between its vision start and audio start and its audio end and vision end:
-    two text tokens on each side (four between two clips), each pair sharing one id."""
+    two text tokens on each side (four between two clips)."""
     def text(k: int) -> int:
         return groups[k].size if 0 <= k < len(groups) and not groups[k].any() else 0
 

@@ -18,6 +18,7 @@ __all__ = ["mrope_position_ids"]
 
 ADVANCES = ("max_id", "max_hw")
 CHUNK_ORDERS = ("video_audio", "audio_video")
+OMNI_MODELS = ("qwen2_5_omni", "qwen3_omni")
 
 
 def _clip(xp: Any, a: Any, high: int) -> Any:
@@ -46,10 +47,11 @@ def _grid_columns(xp: Any, grid: Any, ordinal: Any, merge: int,
 
 def _check_params(tokens_per_second: float | None, split_video_frames: bool, advance: str,
                   position_id_per_seconds: float | None, use_audio_in_video: bool,
-                  seconds_per_chunk: float, chunk_order: str) -> Omni | None:
+                  seconds_per_chunk: float, chunk_order: str, omni_model: str) -> Omni | None:
     """The scalar parameters; Qwen2.5-Omni's settings when position_id_per_seconds is given."""
     params.choice("advance", advance, ADVANCES)
     params.choice("chunk_order", chunk_order, CHUNK_ORDERS)
+    params.choice("omni_model", omni_model, OMNI_MODELS)
     if tokens_per_second is not None and (isinstance(tokens_per_second, bool) or not isinstance(
             tokens_per_second, int | float) or tokens_per_second <= 0):
         raise ParameterError(f"tokens_per_second={tokens_per_second!r} must be a positive number")
@@ -78,7 +80,11 @@ def _check_params(tokens_per_second: float | None, split_video_frames: bool, adv
         raise ParameterError(f"seconds_per_chunk={seconds_per_chunk!r} gives "
                              f"int(position_id_per_seconds · seconds_per_chunk) = {per_chunk} "
                              "temporal ids a chunk; at least 1 is needed")
-    return Omni(pps, use_audio_in_video, per_chunk, chunk_order == "video_audio")
+    if omni_model == "qwen3_omni" and chunk_order != "video_audio":
+        raise ParameterError(f"chunk_order={chunk_order!r} with omni_model='qwen3_omni': "
+                             "Qwen3-Omni merges a clip's video and audio on time, not in chunks")
+    return Omni(pps, use_audio_in_video, per_chunk, chunk_order == "video_audio",
+                omni_model == "qwen3_omni")
 
 
 def value_is_set(value: Any) -> bool:
@@ -92,6 +98,7 @@ def mrope_position_ids(
     advance: str = "max_id", split_video_frames: bool = False,
     position_id_per_seconds: float | None = None, use_audio_in_video: bool = False,
     seconds_per_chunk: float = 2, chunk_order: str = "video_audio",
+    omni_model: str = "qwen2_5_omni",
 ) -> tuple[Any, Any]:
     """``(position_ids [3, batch, seq], rope_deltas [batch, 1])`` of an M-RoPE model.
 
@@ -115,13 +122,17 @@ def mrope_position_ids(
     ``use_audio_in_video`` a video and its audio form one clip: both start at the clip's
     ``p``, and the sequence lays them out in chunks of ``int(pps · seconds_per_chunk)``
     temporal ids, video chunk then audio chunk (``chunk_order``); each token keeps the id of
-    its kind and rank, so the layout is only checked, never needed for the ids."""
+    its kind and rank, so the layout is only checked, never needed for the ids; a clip's
+    (vision start, audio start) pair shares one id, and its (audio end, vision end) pair.
+    ``omni_model="qwen3_omni"``: the clip's video and audio are merged token by token on
+    their temporal ids (video first on a tie), its start and end pairs count up like text,
+    and temporal ids must be whole (Qwen3-Omni keeps fractional ones unfloored)."""
     xp = array_api.namespace(token_types=token_types, image_grid_thw=image_grid_thw,
                        video_grid_thw=video_grid_thw, second_per_grid_ts=second_per_grid_ts,
                        attention_mask=attention_mask, audio_lengths=audio_lengths)
     merge = params.count("spatial_merge_size", spatial_merge_size)
     omni = _check_params(tokens_per_second, split_video_frames, advance, position_id_per_seconds,
-                         use_audio_in_video, seconds_per_chunk, chunk_order)
+                         use_audio_in_video, seconds_per_chunk, chunk_order, omni_model)
     if token_types.ndim != 2:
         raise ParameterError(f"token_types must be [batch, seq], got shape "
                              f"{tuple(token_types.shape)}")
@@ -246,7 +257,8 @@ def mrope_position_ids(
         if clips:  # past the clip's audio too
             jump = xp.maximum(jump, clip_audio)
     advance_by = xp.where(vision, jump * start, valid)
-    if clips:  # transformers gives a clip's start pair one id, and its end pair
+    if clips and not omni.time_merge:  # Qwen2.5-Omni: a clip's start pair shares one id,
+        # and its end pair
         text = (valid != 0) & (types == 0)
         two_on = _clip(xp, xp.searchsorted(count, count + 2, side="left"), batch * seq - 1)
         before_clip = (text & (xp.take(kind, two_on) == 2) & (xp.take(start, two_on) != 0)

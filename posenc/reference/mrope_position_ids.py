@@ -2,7 +2,8 @@
 count up on all three axes; an image or video group gets (temporal, row, column) ids offset by
 the position it starts at; an audio group counts up on all three axes; rope_deltas = max id + 1
 - tokens, for decoding. A transcription of transformers' get_rope_index loops (5.x for advance
-'max_hw', 4.x / vLLM for 'max_id'; Qwen2.5-Omni's TMRoPE with its chunked audio-in-video)."""
+'max_hw', 4.x / vLLM for 'max_id'; Qwen2.5-Omni's TMRoPE with its chunked audio-in-video,
+Qwen3-Omni's merged on time)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,21 @@ def _clip_ids(start, video, audio_len, per_chunk, order):
     return ids
 
 
+def _merged_ids(video, audio_len, start):
+    """Qwen3-Omni: video and audio merged token by token on their temporal ids, the video token
+    first on a tie."""
+    audio = [(start + i,) * 3 for i in range(audio_len)]
+    ids, v, a = [], 0, 0
+    while v < len(video) and a < len(audio):
+        if video[v][0] <= audio[a][0]:
+            ids.append(video[v])
+            v += 1
+        else:
+            ids.append(audio[a])
+            a += 1
+    return ids + video[v:] + audio[a:]
+
+
 def _groups(types, use_audio_in_video):
     """(kind, length) runs; with audio in video, runs of video and audio tokens are one clip."""
     def cls(k):
@@ -61,13 +77,14 @@ def _groups(types, use_audio_in_video):
 def mrope_position_ids(token_types, image_grid_thw, video_grid_thw, second_per_grid_ts,
                        attention_mask, audio_lengths, *, spatial_merge_size, tokens_per_second,
                        advance, split_video_frames, position_id_per_seconds,
-                       use_audio_in_video, seconds_per_chunk, chunk_order):
+                       use_audio_in_video, seconds_per_chunk, chunk_order, omni_model):
     token_types = np.asarray(token_types)
     if split_video_frames and video_grid_thw is not None:  # Qwen3-VL: one group per frame
         video_grid_thw = [[1, h, w] for t, h, w in np.asarray(video_grid_thw).tolist()
                           for _ in range(t)]
     omni = position_id_per_seconds is not None
     clips = omni and use_audio_in_video
+    shared_pairs = clips and omni_model == "qwen2_5_omni"  # Qwen3-Omni counts them up
     batch, seq = token_types.shape
     grids = {IMAGE: iter(np.asarray(image_grid_thw).tolist() if image_grid_thw is not None
                          else []),
@@ -89,9 +106,9 @@ def mrope_position_ids(token_types, image_grid_thw, video_grid_thw, second_per_g
             n = len(run)
             if kind == TEXT:
                 steps = [1] * n
-                if clips and g > 0 and groups[g - 1][0] == VIDEO:
+                if shared_pairs and g > 0 and groups[g - 1][0] == VIDEO:
                     steps[0] = 0  # a clip's audio end and vision end share an id
-                if clips and g + 1 < len(groups) and groups[g + 1][0] == VIDEO:
+                if shared_pairs and g + 1 < len(groups) and groups[g + 1][0] == VIDEO:
                     steps[n - 2] = 0  # and so do its vision start and audio start
                 for step in steps:
                     ids.append((pos,) * 3)
@@ -116,13 +133,16 @@ def mrope_position_ids(token_types, image_grid_thw, video_grid_thw, second_per_g
                 if kind == VIDEO and tokens_per_second is not None:
                     interval = np.float32(tokens_per_second) * np.float32(next(seconds, 1.0))
                 times = frames * interval  # float32 as peers
+            if omni and omni_model == "qwen3_omni":  # Qwen3-Omni keeps them unfloored
+                assert (times == np.floor(times)).all(), times
             temporal = [math.floor(x) for x in times.tolist()]
             vision = _vision_ids(pos, grid, spatial_merge_size, temporal)
             if kind == VIDEO and omni and use_audio_in_video:
                 audio_len = int(next(audios))
                 assert audio_len == run.count(AUDIO) and len(vision) == run.count(VIDEO)
                 per_chunk = int(position_id_per_seconds * seconds_per_chunk)
-                vision = _clip_ids(pos, vision, audio_len, per_chunk, chunk_order)
+                vision = (_clip_ids(pos, vision, audio_len, per_chunk, chunk_order)
+                          if omni_model == "qwen2_5_omni" else _merged_ids(vision, audio_len, pos))
             ids += vision
             if advance == "max_hw":  # transformers 5.x
                 pos += max(int(grid[1]), int(grid[2])) // spatial_merge_size
