@@ -36,6 +36,11 @@ def _without_plus_one(ref: Reference, inputs: Arrays, params: dict[str, Any]) ->
     return out if ids is None else np.broadcast_to(out, np.shape(ids)).copy()
 
 
+def _frames_at_one_second(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    """Video temporal ids without second_per_grid_ts (every temporal patch 1 s)."""
+    return _call(ref, {**inputs, "second_per_grid_ts": None}, params)
+
+
 # -- layer schedules ---------------------------------------------------------------------------
 def _text(config: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """(the text config, a function putting a changed text config back into config)."""
@@ -248,6 +253,9 @@ def _fope_first_head(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> 
 
 
 TRANSFORMS: dict[str, Transform] = {
+    "frames_at_one_second": Transform(
+        "second_per_grid_ts dropped (1 s a temporal patch)", _frames_at_one_second,
+        inputs=("second_per_grid_ts",), modules=("mrope_position_ids",)),
     "rope_on_nope_layer": Transform("RoPE (theta 10000, half) applied", _rope_on_nope,
                                     inputs=("x",), modules=("nope",)),
     "position_ids_for_cache_position": Transform(

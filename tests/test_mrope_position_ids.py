@@ -134,7 +134,14 @@ def _vllm(case, params):
     return ids, deltas
 
 
-@pytest.mark.parametrize("case_name", [c.name for c in specs()["mrope_position_ids"].cases])
+def _vl_cases() -> list[str]:
+    """The Qwen2-VL / 2.5-VL / 3-VL cases (Qwen2.5-Omni's: tests/test_mrope_omni.py)."""
+    spec = specs()["mrope_position_ids"]
+    return [c.name for c in spec.cases
+            if {**spec.defaults(), **c.params}["position_id_per_seconds"] is None]
+
+
+@pytest.mark.parametrize("case_name", _vl_cases())
 def test_oracles(case_name: str) -> None:
     spec = specs()["mrope_position_ids"]
     case = golden.load(spec).cases[case_name]
