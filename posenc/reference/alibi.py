@@ -37,7 +37,7 @@ def alibi_slopes(*, num_heads, max_bias):
     return np.array([_power_of_two(e) for e in exponents], dtype=np.float64)
 
 
-def alibi_bias(*, num_heads, q_len, k_len, form, max_bias, head_dim=None):
+def alibi_bias(*, num_heads, q_len, k_len, form, max_bias, head_dim):
     if not 0 <= q_len <= k_len:
         raise ValueError(f"q_len={q_len}, k_len={k_len}")
     out = _bias(num_heads, q_len, k_len, form, alibi_slopes(num_heads=num_heads,
