@@ -117,3 +117,22 @@ def test_bad_ntk_alpha(pe, scaling, message) -> None:
         pe.rope_frequencies(8, scaling=scaling)
     with pytest.raises(ParameterError, match=message):
         pe.rope(np.zeros((2, 8)), scaling=scaling)
+
+
+def test_hunyuan_config_translates_to_every_dialect() -> None:
+    """A Hunyuan-A13B-shaped config.json (legacy rope_scaling beside rope_theta): ggml gets the
+    scaled freq_base, vLLM 'dynamic' with alpha, ONNX caches from the ntk_alpha frequencies."""
+    from posenc.dialects import translate
+
+    config = {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+              "max_position_embeddings": 32768, "rope_theta": 10000.0,
+              "rope_scaling": {k: v for k, v in HUNYUAN_A13B.items()}}
+    scaled = 10000.0 * 1000.0 ** (128 / 126)
+    ggml = translate(config, "ggml")["all"]
+    assert ggml["freq_base"] == pytest.approx(scaled, rel=1e-14)
+    assert ggml["freq_scale"] == 1.0 and ggml["freq_factors"] is None
+    vllm = translate(config, "vllm")["all"]["rope_parameters"]
+    assert vllm == {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0}
+    onnx = translate(config, "onnx", max_positions=4)["all"]
+    inv_freq, _ = posenc.rope_frequencies(128, scaling=HUNYUAN_A13B, dtype=np.float64)
+    np.testing.assert_allclose(onnx["cos_cache"][3], np.cos(3 * inv_freq), rtol=0, atol=1e-15)
