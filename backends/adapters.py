@@ -197,11 +197,14 @@ def alibi_tensor(fn: Callable[..., Any], *, framework: str = "torch",
                     f"form={params.get('form', 'causal')!r}")
         if params.get("max_bias", 8.0) != 8.0:
             return not_taken("max_bias", params["max_bias"])
+        if params.get("head_dim") is not None:  # Falcon divides by sqrt(d) in its attention
+            return not_taken("head_dim", params["head_dim"])
         return None
 
     def call(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
-             max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
-        out_of_scope(scope({"form": form, "max_bias": max_bias}))
+             max_bias: float = 8.0, head_dim: int | None = None, dtype: Any = None,
+             device: Any = None) -> Any:
+        out_of_scope(scope({"form": form, "max_bias": max_bias, "head_dim": head_dim}))
         xp = array_api.namespace_of_dtype(dtype)
         mask = array_api.asarray(xp, [[1] * int(k_len)], dtype=xp.int64, device=device)
         out = fn(mask, int(num_heads), dtype)

@@ -91,6 +91,10 @@ def _negated_output(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> A
     return -np.asarray(_call(ref, inputs, params))
 
 
+def _doubled_output(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    return 2 * np.asarray(_call(ref, inputs, params))
+
+
 def _heads_reversed(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
     return np.asarray(_call(ref, inputs, params))[::-1]
 
@@ -271,6 +275,7 @@ TRANSFORMS: dict[str, Transform] = {
     "relative_position_negated": Transform("−relative_position", _negate("relative_position"),
                                            inputs=("relative_position",)),
     "output_negated": Transform("the output negated", _negated_output),
+    "output_doubled": Transform("the output doubled", _doubled_output),
     "heads_reversed": Transform("heads in reverse order", _heads_reversed, params=("num_heads",)),
     "num_buckets_halved": Transform("num_buckets // 2", _num_buckets_halved,
                                     params=("num_buckets",)),

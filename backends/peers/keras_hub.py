@@ -110,7 +110,10 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0, dtype: Any = None,
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
-               max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
+               max_bias: float = 8.0, head_dim: int | None = None, dtype: Any = None,
+               device: Any = None) -> Any:
+    require(head_dim is None, "keras-hub's AlibiBias adds the bias after the 1/sqrt(d) "
+            "scaling; Falcon's order (head_dim) is not its")
     require(form in ("causal", "key_only"), "keras-hub's AlibiBias m·(j − (k_len − 1)) is "
             "softmax-equivalent to the causal and key-only forms, not the symmetric one")
     require(k_len > 0, "keras-hub's AlibiBias needs at least one key")

@@ -168,7 +168,10 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0, dtype: Any = None,
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
-               max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
+               max_bias: float = 8.0, head_dim: int | None = None, dtype: Any = None,
+               device: Any = None) -> Any:
+    require(head_dim is None, "BLOOM adds the bias after the 1/sqrt(d) scaling; Falcon's "
+            "order (head_dim) is not its")
     require(form in ("causal", "key_only"), "BLOOM builds the key-only bias m·j (softmax-"
             "equivalent to the causal form), not the symmetric one")
     bias = _bloom_key_only(num_heads, k_len, max_bias, dtype, device)

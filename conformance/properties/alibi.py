@@ -168,3 +168,21 @@ def flex_score_mod(ctx: Context) -> None:
                     heads=heads, q_len=q_len, k_len=k_len,
                     query_offset=None if form == "symmetric" else k_len - q_len, scale=None,
                     flex_bias_rtol=rounding)
+
+
+@register("alibi_falcon_order")
+def falcon_order(ctx: Context) -> None:
+    """head_dim d gives the bias over sqrt(d) (Falcon adds it before the 1/sqrt(d) scaling), for
+    head widths whose root is exact (64, 256) or not (80, 128); the same bias for every d
+    when k_len is 1 at position 0 (all zeros)."""
+    heads, q_len, k_len = 6, 4, 7
+    plain = ctx.run({}, num_heads=heads, q_len=q_len, k_len=k_len)
+    for d in (64, 80, 128, 256):
+        scaled = ctx.run({}, num_heads=heads, q_len=q_len, k_len=k_len, head_dim=d)
+        if scaled.shape != plain.shape:
+            raise CheckFailure(f"head_dim={d}: shape {scaled.shape}, expected {plain.shape}")
+        ctx.assert_close(scaled * math.sqrt(d), plain, f"head_dim={d}: bias * sqrt({d}) vs the "
+                         "bias without head_dim", tol=ctx.tol.loosened(2.0))
+    zero = ctx.run({}, num_heads=heads, q_len=1, k_len=1, head_dim=80)
+    if np.any(zero != 0):
+        raise CheckFailure(f"one query at position 0: the bias must be 0, got {zero.ravel()}")

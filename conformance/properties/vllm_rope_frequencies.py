@@ -33,6 +33,9 @@ TRANSFORMERS = {
                     "original_max_position_embeddings": 4096, "rope_theta": 10000.0},
     "yarn_attention": {"rope_type": "yarn", "factor": 8.0, "attention_factor": 1.25,
                        "original_max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "ntk": {"rope_type": "ntk", "factor": 4.0, "rope_theta": 10000.0},
+    "ntk_alpha": {"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "beta_fast": 32,
+                  "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0, "rope_theta": 10000.0},
 }
 
 
@@ -50,7 +53,8 @@ def _close(ctx: Context, got: np.ndarray, expected: np.ndarray, what: str) -> No
 def agree_with_transformers(ctx: Context) -> None:
     """A transformers dict translated by posenc.dialects.to_vllm gives vLLM the frequencies and
     the attention factor transformers computes (default, linear, llama3, YaRN truncated or not,
-    with mscale/mscale_all_dim via deepseek_yarn, with an explicit attention_factor)."""
+    with mscale/mscale_all_dim via deepseek_yarn, with an explicit attention_factor; posenc's
+    NTK-aware ntk via default at the scaled base; Hunyuan's dynamic with alpha)."""
 
     @ctx.given(name=st.sampled_from(sorted(TRANSFORMERS)))
     def check(name: str) -> None:

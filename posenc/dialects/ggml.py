@@ -67,6 +67,8 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
         out["freq_scale"] = 1.0 / float(scaling["factor"])
     elif name == "ntk":
         out["freq_base"] = base * float(scaling["factor"]) ** (r / (r - 2))
+    elif name == "ntk_alpha":  # Hunyuan: a fixed base, as llama.cpp's converter bakes it
+        out["freq_base"] = base * float(scaling["alpha"]) ** (r / (r - 2))
     elif name == "dynamic":
         raise ParameterError(
             "rope_type='dynamic' rescales the base by the current sequence length; ggml's rope "

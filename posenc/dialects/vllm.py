@@ -5,7 +5,9 @@ vLLM (vllm/model_executor/layers/rotary_embedding/__init__.py) takes
 transformers-shaped ``rope_parameters`` dict; ``partial_rotary_factor`` lives in it. Where vLLM
 reads a dict differently the translation renames (YaRN with ``mscale``/``mscale_all_dim`` ->
 ``deepseek_yarn``, which is the class that honours them; an explicit YaRN
-``attention_factor`` -> vLLM's ``attn_factor`` multiplier) and the spec records what cannot be
+``attention_factor`` -> vLLM's ``attn_factor`` multiplier; posenc's NTK-aware ``ntk`` -> the
+default rule at its scaled ``rope_theta``, since vLLM's ``ntk`` is another schedule; Hunyuan's
+``ntk_alpha`` -> ``dynamic`` with ``alpha``, as its checkpoints spell it) and the spec records what cannot be
 matched (see :data:`DIVERGENCES`).
 """
 
@@ -38,6 +40,15 @@ def to_vllm(layer: RopeLayer) -> dict[str, Any]:
     if name == "proportional":
         raise ParameterError("rope_type='proportional' has no vLLM get_rope equivalent in the "
                              "generic factory (vLLM builds it per model)")
+    if name == "ntk":  # posenc's NTK-aware base * s^(r/(r-2)); vLLM's 'ntk' is another rule
+        r = layer.resolve().rotary_dim
+        theta = float(scaling.get("rope_theta", 10000.0))
+        scaling = {"rope_type": "default",
+                   "rope_theta": theta * float(scaling["factor"]) ** (r / (r - 2)),
+                   **{k: scaling[k] for k in ("partial_rotary_factor",) if k in scaling}}
+    if name == "ntk_alpha":  # vLLM reads Hunyuan's label: 'dynamic' with an 'alpha' key
+        scaling = {"rope_type": "dynamic", "alpha": scaling["alpha"],
+                   **{k: scaling[k] for k in ("rope_theta",) if k in scaling}}
     if name == "yarn":
         factor = scaling.get("factor")
         if factor is None:
@@ -75,6 +86,11 @@ def to_vllm(layer: RopeLayer) -> dict[str, Any]:
 def from_vllm(kwargs: dict[str, Any]) -> dict[str, Any]:
     """A transformers ``rope_parameters`` dict for vLLM ``get_rope`` keyword arguments."""
     params = dict(kwargs.get("rope_parameters") or {})
+    if params.get("rope_type") == "ntk":
+        raise ParameterError("vLLM's rope_type 'ntk' (fixed NTK, or mixed NTK with mixed_b) has "
+                             "no transformers equivalent (posenc.rope_frequencies' 'ntk' is "
+                             "the NTK-aware base rule, another schedule): use "
+                             "posenc.vllm_rope_frequencies")
     if params.get("rope_type") == "deepseek_yarn":
         params["rope_type"] = "yarn"
     if "attn_factor" in params:

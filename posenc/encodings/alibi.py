@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import array_api, params
@@ -50,7 +51,8 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0, dtype: Any = None,
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
-               max_bias: float = 8.0, dtype: Any = None, device: Any = None) -> Any:
+               max_bias: float = 8.0, head_dim: int | None = None, dtype: Any = None,
+               device: Any = None) -> Any:
     """ALiBi attention bias, shape ``[num_heads, q_len, k_len]`` (``[num_heads, 1, k_len]``
     for ``form="key_only"``), to add to the attention scores of each head.
 
@@ -64,18 +66,28 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
       ``m_h * i``, constant along each row.
     - ``symmetric``: ``-m_h * |i - j|`` (bidirectional attention; x-transformers, MPT-style).
 
+    ``head_dim``: Falcon's order. Falcon adds the bias to ``q kᵀ`` before the ``1/sqrt(head_dim)``
+    scaling, ``softmax((q kᵀ + B) / sqrt(d))``, which is ``softmax(q kᵀ / sqrt(d) + B / sqrt(d))``:
+    given ``head_dim``, the bias returned is ``B / sqrt(head_dim)``, to add after the scaling as
+    for every other model (None: BLOOM's order, the bias as is).
+
     Distances are exact integers, converted to float32 (float64 for float64 output) and
-    scaled there; the result is cast to ``dtype`` (float32 by default), an array of the library
-    that defines ``dtype`` (NumPy when None), placed on ``device``.
+    scaled there by the slopes (divided by ``sqrt(head_dim)`` in float64 on the host); the
+    result is cast to ``dtype`` (float32 by default), an array of the library that defines
+    ``dtype`` (NumPy when None), placed on ``device``.
     """
     num_heads, max_bias = _check_static(num_heads, max_bias)
     q_len, k_len = params.query_lengths(q_len, k_len)
     params.choice("form", form, FORMS)
+    values = _slope_values(num_heads, max_bias)
+    if head_dim is not None:  # Falcon: (q kᵀ + B) / sqrt(d) = q kᵀ / sqrt(d) + B / sqrt(d)
+        root = math.sqrt(params.integer("head_dim", head_dim, minimum=1))
+        values = [m / root for m in values]
     xp = array_api.namespace_of_dtype(dtype)
     out = array_api.output_dtype(xp, dtype)
     compute = array_api.compute_dtype(xp, out)
 
-    slopes = array_api.asarray(xp, _slope_values(num_heads, max_bias), dtype=compute, device=device)
+    slopes = array_api.asarray(xp, values, dtype=compute, device=device)
     slopes = xp.reshape(slopes, (num_heads, 1, 1))
     keys = _arange(xp, 0, k_len, device)
     if form == "key_only":
@@ -98,5 +110,5 @@ def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
 
 
 LAYERS = (Layer(
-    "ALiBiBias", "alibi_bias", config=("num_heads", "form", "max_bias"),
+    "ALiBiBias", "alibi_bias", config=("num_heads", "form", "max_bias", "head_dim"),
     doc="ALiBi's fixed linear biases: layer(q_len, k_len) -> [heads, q, k]"),)

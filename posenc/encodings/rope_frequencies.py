@@ -24,7 +24,8 @@ from ..host_cache import host_cache
 
 __all__ = ["rope_frequencies"]
 
-SCHEDULES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional")
+SCHEDULES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional",
+             "ntk_alpha")
 # legacy names a config may carry: Qwen2-VL's {"type": "mrope"} has default frequencies
 _ALIASES = {"mrope": "default"}
 # keys that any dict may carry: they describe the model, not the schedule
@@ -38,12 +39,15 @@ _REQUIRED = {
     "llama3": {"factor", "original_max_position_embeddings", "low_freq_factor",
                "high_freq_factor"},
     "longrope": {"short_factor", "long_factor", "original_max_position_embeddings"},
+    "ntk_alpha": {"alpha"},
 }
 _OPTIONAL = {
     "proportional": {"factor"},
     "yarn": {"attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
              "truncate"},
     "longrope": {"factor", "attention_factor"},
+    # Hunyuan's published dicts carry these beside alpha; transformers ignores them, as here
+    "ntk_alpha": {"factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim"},
 }
 
 
@@ -81,6 +85,10 @@ def schedule_type(scaling: Mapping[str, Any] | None) -> str:
                              f"type={scaling['type']!r}: give one")
     name = names.pop() if names else "default"
     name = _ALIASES.get(name, name)
+    if name == "dynamic" and scaling.get("alpha"):
+        # Hunyuan's checkpoints label a fixed NTK-alpha "dynamic"; transformers' HunYuan rotary
+        # module reads dynamic with a truthy alpha as ntk_alpha, and so does posenc
+        name = "ntk_alpha"
     if name not in SCHEDULES:
         raise ParameterError(f"scaling['rope_type']={name!r} is not one of "
                              f"{', '.join(map(repr, SCHEDULES))}")
@@ -122,6 +130,11 @@ def _check_keys(name: str, scaling: Mapping[str, Any]) -> None:
         raise ParameterError(
             f"scaling has key {unknown[0]!r}, which rope_type={name!r} does not use "
             f"(it accepts {', '.join(sorted(allowed - {'type'}))})")
+    if name == "ntk_alpha" and scaling.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ParameterError(
+            f"scaling['partial_rotary_factor']={scaling['partial_rotary_factor']!r} with "
+            "rope_type='ntk_alpha': Hunyuan's rotary layer rotates the whole head (transformers "
+            "ignores the key there); drop it")
     missing = sorted(required - set(scaling))
     if missing:
         raise ParameterError(f"scaling for rope_type={name!r} is missing {missing[0]!r} "
@@ -140,7 +153,9 @@ def check_scaling(scaling: Mapping[str, Any] | None) -> None:
     for key in ("max_position_embeddings", "original_max_position_embeddings"):
         if scaling.get(key) is not None:
             _length(key, scaling[key])
-    if name != "default" and (name != "proportional" or scaling.get("factor") is not None):
+    if name == "ntk_alpha":
+        _number("alpha", scaling["alpha"])
+    elif name != "default" and (name != "proportional" or scaling.get("factor") is not None):
         _factor(scaling, name)
     if scaling.get("partial_rotary_factor") is not None and name != "proportional":
         if _number("partial_rotary_factor", scaling["partial_rotary_factor"]) > 1:
@@ -249,6 +264,13 @@ def _dynamic(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | No
     return Schedule(rd, _default(rd, scaled), 1.0)
 
 
+def _ntk_alpha(rd: int, base: float, scaling: Mapping[str, Any],
+               seq_len: int | None) -> Schedule:
+    """Hunyuan's fixed NTK-alpha: base' = base * alpha^(d/(d-2)) whatever the length."""
+    alpha = _number("alpha", scaling["alpha"])
+    return Schedule(rd, _default(rd, base * alpha ** _ntk_exponent(rd, "ntk_alpha")), 1.0)
+
+
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
@@ -350,7 +372,7 @@ def _proportional(rd: int, base: float, scaling: Mapping[str, Any],
 
 _SCHEDULES = {"default": _plain, "linear": _linear, "ntk": _ntk, "dynamic": _dynamic,
               "yarn": _yarn, "llama3": _llama3, "longrope": _longrope,
-              "proportional": _proportional}
+              "proportional": _proportional, "ntk_alpha": _ntk_alpha}
 
 
 def rope_frequencies(dim: int, *, base: float = 10000.0,
@@ -362,7 +384,8 @@ def rope_frequencies(dim: int, *, base: float = 10000.0,
     ``int(dim * partial_rotary_factor) / 2`` entries (``dim / 2`` for ``proportional``).
     ``scaling``: a transformers ``rope_scaling`` / ``rope_parameters`` dict passed as is
     (``rope_type`` or legacy ``type``: default, linear, ntk, dynamic, yarn, llama3, longrope,
-    proportional; ``rope_theta`` in the dict replaces ``base``). Keys a config keeps beside the
+    proportional, ntk_alpha, which ``dynamic`` with an ``alpha`` also means, as Hunyuan's
+    checkpoints write it; ``rope_theta`` in the dict replaces ``base``). Keys a config keeps beside the
     dict that a schedule needs go into it: ``max_position_embeddings`` (``dynamic``, and
     ``yarn``/``longrope`` with ``factor=None``). ``seq_len``: the current length for
     ``dynamic`` and ``longrope`` (long factors only when ``seq_len >

@@ -17,13 +17,51 @@ from .rope_frequencies import schedule
 
 __all__ = ["vllm_rope_frequencies"]
 
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "deepseek_yarn", "llama3", "longrope")
+ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "deepseek_yarn", "llama3", "longrope")
 _VLLM_ONLY = {"yarn": {"attn_factor"}, "deepseek_yarn": {"attn_factor"},
               "longrope": {"short_mscale", "long_mscale"}}
 
 
 def _mscale(scale: float, m: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def _rotary_dim(head_size: int, given: Mapping[str, Any], kind: str) -> int:
+    r = schedule(head_size, scaling={k: v for k, v in given.items()
+                                     if k in ("rope_theta", "partial_rotary_factor")}).rotary_dim
+    if r <= 2:
+        raise ParameterError(f"rope_type {kind!r} needs a rotary width > 2, got {r}")
+    return r
+
+
+def _only(given: Mapping[str, Any], kind: str, allowed: set[str]) -> None:
+    allowed = allowed | {"rope_type", "rope_theta", "partial_rotary_factor"}
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ParameterError(f"rope_parameters has key {unknown[0]!r}, which rope_type={kind!r} "
+                             f"does not use (it accepts {', '.join(sorted(allowed))})")
+
+
+def _ntk(head_size: int, given: Mapping[str, Any]) -> tuple[float, ...]:
+    """NTKScalingRotaryEmbedding (ntk_scaling_rope.py): fixed, theta_i = (base s)^(-2i/r) /
+    s^(2/r); mixed (Su, kexue.fm/archives/9706), theta_i = base^(-2i/r) / exp(a (i+1)^b) with
+    a = ln s / (r/2)^b."""
+    _only(given, "ntk", {"factor", "mixed_b"})
+    if "factor" not in given:
+        raise ParameterError("rope_parameters for rope_type='ntk' is missing 'factor'")
+    factor = _number(given, "factor", 1.0)
+    r = _rotary_dim(head_size, given, "ntk")
+    base = _number(given, "rope_theta", 10000.0)
+    if given.get("mixed_b") is None:
+        return tuple((base * factor) ** (-2.0 * i / r) / factor ** (2.0 / r)
+                     for i in range(r // 2))
+    b = _number(given, "mixed_b", 1.0)
+    a = math.log(factor) / (r / 2) ** b
+    return tuple(base ** (-2.0 * i / r) / math.exp(a * (i + 1) ** b) for i in range(r // 2))
+
+
+# keys Hunyuan's dicts carry beside alpha, which vLLM's get_rope never reads for them
+_ALPHA_IGNORED = {"alpha", "factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim"}
 
 
 def _number(given: Mapping[str, Any], key: str, default: float) -> float:
@@ -41,7 +79,9 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     ``max_position * factor`` for every sequence; ``longrope`` uses the long factors for every
     position once ``max_model_len > original_max_position_embeddings``; ``yarn`` ignores
     ``mscale``/``mscale_all_dim``/``attention_factor`` (``deepseek_yarn`` honours the first two,
-    ``attn_factor`` multiplies either)."""
+    ``attn_factor`` multiplies either); ``ntk`` is vLLM's own fixed NTK, or Su's mixed NTK with
+    ``mixed_b`` (not posenc.rope_frequencies' ``ntk``); ``dynamic`` with an ``alpha`` key is
+    Hunyuan's fixed NTK-alpha over the rotary width."""
     head_size = params.integer("head_size", head_size, minimum=2)
     max_position = params.integer("max_position", max_position, minimum=1)
     max_model_len = max_position if max_model_len is None else \
@@ -54,13 +94,21 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     extra = {k: given.pop(k) for k in list(given) if k in _VLLM_ONLY.get(kind, ())}
     seq_len = None
     attention = None
-    if kind == "dynamic":  # the base at max_len = max_position * factor, for every length
+    inv_freq = None
+    if kind == "ntk":
+        inv_freq = _ntk(head_size, given)
+        given = {k: v for k, v in given.items() if k in ("rope_theta", "partial_rotary_factor")}
+    elif kind == "dynamic" and "alpha" in given:  # Hunyuan: DynamicNTKAlphaRotaryEmbedding
+        _only(given, "dynamic", _ALPHA_IGNORED)
+        alpha = _number(given, "alpha", 1.0)
+        r = _rotary_dim(head_size, given, "dynamic")
+        scaled = _number(given, "rope_theta", 10000.0) * alpha ** (r / (r - 2))
+        given = {"rope_type": "default", "rope_theta": scaled,
+                 **({"partial_rotary_factor": given["partial_rotary_factor"]}
+                    if "partial_rotary_factor" in given else {})}
+    elif kind == "dynamic":  # the base at max_len = max_position * factor, for every length
         factor = _number(given, "factor", 1.0)
-        rotary = schedule(head_size, scaling={k: v for k, v in given.items()
-                                              if k in ("rope_theta", "partial_rotary_factor")})
-        r = rotary.rotary_dim
-        if r <= 2:
-            raise ParameterError(f"rope_type 'dynamic' needs a rotary width > 2, got {r}")
+        r = _rotary_dim(head_size, given, "dynamic")
         base = _number(given, "rope_theta", 10000.0)
         scaled = base * (factor * factor - (factor - 1)) ** (r / (r - 2))
         given = {"rope_type": "default", "rope_theta": scaled,
@@ -93,6 +141,8 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     resolved = schedule(head_size, scaling=given, seq_len=seq_len)
     if attention is None:
         attention = resolved.attention_factor
+    if inv_freq is None:
+        inv_freq = resolved.inv_freq
     xp = array_api.namespace_of_dtype(dtype)
     out = array_api.output_dtype(xp, dtype)
-    return array_api.asarray(xp, resolved.inv_freq, dtype=out, device=device), float(attention)
+    return array_api.asarray(xp, inv_freq, dtype=out, device=device), float(attention)

@@ -16,6 +16,8 @@ def kind(scaling):
     if not scaling:
         return "default"
     name = scaling.get("rope_type", scaling.get("type", "default"))
+    if name == "dynamic" and scaling.get("alpha"):  # Hunyuan's label for a fixed alpha
+        return "ntk_alpha"
     return "default" if name == "mrope" else name
 
 
@@ -48,6 +50,9 @@ def frequencies(r, base, scaling, seq_len):
         return [_theta(base, i, r) / scaling["factor"] for i in range(n)], 1.0
     if name == "ntk":  # base' = base * s^(r/(r-2))
         scaled = base * scaling["factor"] ** (r / (r - 2))
+        return [_theta(scaled, i, r) for i in range(n)], 1.0
+    if name == "ntk_alpha":  # Hunyuan: base' = base * alpha^(r/(r-2)), static
+        scaled = base * scaling["alpha"] ** (r / (r - 2))
         return [_theta(scaled, i, r) for i in range(n)], 1.0
     if name == "dynamic":
         trained = scaling.get("max_position_embeddings") or \

@@ -37,10 +37,17 @@ def alibi_slopes(*, num_heads, max_bias):
     return np.array([_power_of_two(e) for e in exponents], dtype=np.float64)
 
 
-def alibi_bias(*, num_heads, q_len, k_len, form, max_bias):
+def alibi_bias(*, num_heads, q_len, k_len, form, max_bias, head_dim):
     if not 0 <= q_len <= k_len:
         raise ValueError(f"q_len={q_len}, k_len={k_len}")
-    slopes = alibi_slopes(num_heads=num_heads, max_bias=max_bias)
+    out = _bias(num_heads, q_len, k_len, form, alibi_slopes(num_heads=num_heads,
+                                                             max_bias=max_bias))
+    if head_dim is not None:  # Falcon adds B to q kᵀ before dividing by sqrt(head_dim)
+        out = out / math.sqrt(head_dim)
+    return out
+
+
+def _bias(num_heads, q_len, k_len, form, slopes):
     if form == "key_only":
         out = np.zeros((num_heads, 1, k_len), dtype=np.float64)
         for h in range(num_heads):

@@ -1,5 +1,5 @@
 """RoPE frequency schedules (position interpolation, NTK-aware, dynamic NTK, YaRN, Llama 3.1,
-LongRoPE, proportional): the inverse frequencies and the attention factor."""
+LongRoPE, proportional, Hunyuan NTK-alpha): the inverse frequencies and the attention factor."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """vLLM's rope frequencies for ``get_rope`` keyword arguments, in float64, written from
 vllm/model_executor/layers/rotary_embedding/ (base.py, linear_scaling_rope.py,
-dynamic_ntk_scaling_rope.py, yarn_scaling_rope.py, deepseek_scaling_rope.py,
+ntk_scaling_rope.py (read at 91b4f8f), dynamic_ntk_alpha_rope.py, dynamic_ntk_scaling_rope.py,
+yarn_scaling_rope.py, deepseek_scaling_rope.py,
 llama3_rope.py, phi3_long_rope_scaled_rope.py, common.py yarn_find_correction_range and
 yarn_get_mscale). Returns ``(inv_freq, attention_factor)`` that every position sees."""
 
@@ -34,6 +35,15 @@ def vllm_frequencies(kwargs, max_model_len):
         return plain, 1.0
     if kind == "linear":
         return [t / params["factor"] for t in plain], 1.0
+    if kind == "ntk":  # NTKScalingRotaryEmbedding._compute_inv_freq
+        s, b = params["factor"], params.get("mixed_b")
+        if b is None:  # base * s, then every frequency divided by s^(2/r)
+            return [1.0 / (base * s) ** (2 * i / r) / s ** (2 / r) for i in range(r // 2)], 1.0
+        a = math.log(s) / (r / 2) ** b  # Su's mixed NTK: lambda_j = exp(a j^b), j = 1..r/2
+        return [t / math.exp(a * (j + 1) ** b) for j, t in enumerate(plain)], 1.0
+    if kind == "dynamic" and "alpha" in params:  # DynamicNTKAlphaRotaryEmbedding (Hunyuan)
+        scaled = base * params["alpha"] ** (r / (r - 2))
+        return [1.0 / scaled ** (2 * i / r) for i in range(r // 2)], 1.0
     if kind == "dynamic":  # fixed at max_len = max_position * factor, whatever the length
         s, trained = params["factor"], kwargs["max_position"]
         max_len = trained * s
