@@ -74,7 +74,7 @@ def _transformers_side(model: str, layer_type: str, x, positions, seq_len):
     if layer.mrope_section:
         out = mrope_reference(x, positions[:3], sections=list(layer.mrope_section),
                               interleaved=False, base=float(layer.scaling["rope_theta"]),
-                              layout=layout, scaling=None)
+                              layout=layout, scaling=None, ordering=None)
     else:
         out = rope_reference(x, positions, base=10000.0, layout=layout, rotary_dim=None,
                              scaling=layer.scaling, seq_len=seq_len)
@@ -376,7 +376,7 @@ def test_qwen3_vl_interleaved_mrope_is_ggml_imrope() -> None:
     ids = np.array([[0, 3, 7, 9], [0, 1, 1, 2], [0, 2, 0, 5]])
     got = ggml_reference(x, np.concatenate([ids, np.zeros((1, 4), dtype=np.int64)]), **params)
     expected = mrope_reference(x, ids, sections=[6, 5, 5], interleaved=True, base=5000000.0,
-                               layout="half", scaling=None)
+                               layout="half", scaling=None, ordering=None)
     theta = 5000000.0 ** (-2.0 * np.arange(16) / 32)
     bound = _ladder_bound(x, ids, theta, 1.0)
     assert np.all(_per_token(got - expected) <= bound)
