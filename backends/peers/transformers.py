@@ -106,6 +106,17 @@ def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict[str, Any]
     from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
 
     _not_float64(dtype)
+    params = dict(scaling or {})
+    kind = params.get("rope_type", params.get("type"))
+    if kind == "ntk_alpha" or (kind == "dynamic" and params.get("alpha")):
+        # transformers has NTK-alpha in HunYuan's rotary only (Hunyuan's "dynamic" + alpha)
+        from transformers.models.hunyuan_v1_dense.modeling_hunyuan_v1_dense import (
+            HunYuanDenseV1RotaryEmbedding as HunYuanRotary,
+        )
+
+        config = _config(dim, scaling, base, "HunYuanDenseV1")
+        inv_freq, attention = HunYuanRotary.compute_ntk_alpha_rope_parameters(config)
+        return inv_freq.to(device=device, dtype=dtype or _torch().float32), float(attention)
     config = _config(dim, scaling, base, "GPTNeoX")
     kind = config.rope_parameters["rope_type"]
     if kind == "default":
