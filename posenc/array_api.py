@@ -175,17 +175,16 @@ def check_position_range(
     if is_traced(positions) or math.prod(tuple(positions.shape)) == 0:
         return None
     floating = xp.isdtype(positions.dtype, "real floating")
-    parts = [xp.min(positions), xp.max(positions)]
-    if floating:  # 1 when a position is NaN or infinite (min/max may skip NaN)
-        parts.append(xp.astype(xp.any(~xp.isfinite(positions)), positions.dtype))
-    extrema = xp.stack(parts)
+    extrema = native.of(positions).position_extrema(positions, floating)
+    if extrema is None:
+        extrema = position_extrema(xp, positions, floating)
     # one device-to-host transfer (a GPU array would sync twice with two int() calls)
     if hasattr(extrema, "tolist"):
         values = extrema.tolist()
     elif hasattr(extrema, "numpy"):  # TensorFlow: one read, not an eager slice per value
         values = extrema.numpy().tolist()
     else:
-        values = [extrema[i] for i in range(len(parts))]
+        values = [extrema[i] for i in range(3 if floating else 2)]
     if floating:
         lo, hi, bad = (float(v) for v in values)
         if bad:
@@ -207,6 +206,15 @@ def check_position_range(
             f"{name} contains {value}, beyond 2**53 = {FLOAT64_EXACT_INTEGERS}, the largest "
             "integer float64 represents exactly")
     return lo, hi
+
+
+def position_extrema(xp: ModuleType, positions: Any, floating: bool) -> Any:
+    """``[min, max]`` of the positions, and for floats a third entry, 1 when a position is NaN
+    or infinite (min/max may skip NaN)."""
+    parts = [xp.min(positions), xp.max(positions)]
+    if floating:
+        parts.append(xp.astype(xp.any(~xp.isfinite(positions)), positions.dtype))
+    return xp.stack(parts)
 
 
 def assert_position_range(

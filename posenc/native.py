@@ -67,6 +67,11 @@ class Native:
         return False to let the core check on the host."""
         return False
 
+    def position_extrema(self, positions: Any, floating: bool) -> Any | None:
+        """posenc.array_api.position_extrema computed the library's fastest way, or None to
+        let the core compute it with array-API calls."""
+        return None
+
     def rotary_phases(self, positions: Any, inv_freq: tuple[float, ...], compute: Any,
                       device: Any) -> Any | None:
         """Angles ``positions * inv_freq`` reduced to ``[-pi, pi]`` to float32 accuracy, or None
