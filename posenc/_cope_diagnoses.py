@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .diagnoses import Arrays, Reference, Transform
 
 
@@ -12,8 +14,22 @@ def _variant(**bug: Any) -> Any:
     def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
         from .reference.cope import _cope
 
-        return _cope(inputs["q"], inputs["k"], inputs["pos_emb"], **params, **bug)
+        return _cope(inputs["q"], inputs["k"], inputs["pos_emb"], **params,
+                     key_mask=inputs.get("key_mask"), **bug)
     return apply
+
+
+def _padded_gates_counted(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    """Every key's gate counted, the term still 0 on the padded keys."""
+    from .reference.cope import _cope
+
+    out = _cope(inputs["q"], inputs["k"], inputs["pos_emb"], **params)
+    if inputs.get("key_mask") is None:
+        return out
+    real = np.asarray(inputs["key_mask"], dtype=bool)
+    batch = out.ndim - 2
+    shape = (real.shape[0], *([1] * (batch - 1)), 1, real.shape[1]) if batch else real.shape[1:]
+    return np.where(np.reshape(real, shape), out, 0.0)
 
 
 _INPUTS = ("q", "k", "pos_emb")
@@ -28,4 +44,7 @@ TRANSFORMS: dict[str, Transform] = {
     "cope_interpolation_weights_swapped": Transform(
         "p − ⌊p⌋ on the floor row", _variant(swap_weights=True), inputs=_INPUTS,
         modules=("cope",)),
+    "cope_padded_gates_counted": Transform(
+        "the gates of padded keys counted", _padded_gates_counted,
+        inputs=(*_INPUTS, "key_mask"), modules=("cope",)),
 }

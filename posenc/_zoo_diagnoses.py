@@ -221,8 +221,13 @@ def _fope_transposed(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> 
 def _fope_kept(inputs: Arrays, params: dict[str, Any]) -> int:
     from .reference.fope import kept_frequencies
 
-    return len(kept_frequencies(np.asarray(inputs["x"]).shape[-1], params["base"],
+    return len(kept_frequencies(_fope_ladder(inputs, params), params["base"],
                                 params["max_position_embeddings"], params["num_inv_freq"]))
+
+
+def _fope_ladder(inputs: Arrays, params: dict[str, Any]) -> int:
+    """The width of the frequency ladder: rotary_dim, else the head."""
+    return params.get("rotary_dim") or np.asarray(inputs["x"]).shape[-1]
 
 
 def _fope_sin_one(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
@@ -236,7 +241,7 @@ def _fope_sin_one(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any
 
 
 def _fope_no_floor(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
-    half, kept = np.asarray(inputs["x"]).shape[-1] // 2, _fope_kept(inputs, params)
+    half, kept = _fope_ladder(inputs, params) // 2, _fope_kept(inputs, params)
     grown = {}
     for name in ("cos_coef", "sin_coef"):
         coef = np.asarray(inputs[name], dtype=np.float64)

@@ -363,3 +363,7 @@ TRANSFORMS.update(_COPE_TRANSFORMS)
 from ._mrope_diagnoses import TRANSFORMS as _MROPE_TRANSFORMS  # noqa: E402
 
 TRANSFORMS.update(_MROPE_TRANSFORMS)
+
+from ._schedule_diagnoses import TRANSFORMS as _SCHEDULE_TRANSFORMS  # noqa: E402
+
+TRANSFORMS.update(_SCHEDULE_TRANSFORMS)

@@ -47,6 +47,17 @@ E = RNG.standard_normal((6, 4))
         ((Q, K, E), {"npos_max": 6, "scale": -1.0}, r"scale=-1.0 must be a finite number > 0"),
         ((Q, K, E), {"npos_max": 6, "causal": "yes"}, r"causal must be a bool, got 'yes'"),
         ((Q, K[:1].repeat(3, 0), E), {"npos_max": 6}, r"batch dims do not broadcast"),
+        ((Q, K, E, np.ones((2, 4), bool)), {"npos_max": 6},
+         r"key_mask has shape \(2, 4\) but q and k have leading dims \(2,\) and k_len=5: "
+         r"key_mask must be \[batch, k_len\] = \[2, 5\]"),
+        ((Q, K, E, np.ones((3, 5), bool)), {"npos_max": 6},
+         r"key_mask has shape \(3, 5\) but .* = \[2, 5\]"),
+        ((Q, K, E, np.ones(5, bool)), {"npos_max": 6}, r"key_mask has shape \(5,\) but"),
+        ((Q[0], K[0], E, np.ones((2, 5), bool)), {"npos_max": 6},
+         r"key_mask has shape \(2, 5\) but q and k have leading dims \(\) and k_len=5: "
+         r"key_mask must be \[batch, k_len\] = \[1, 5\]"),
+        ((Q, K, E, np.ones((2, 5))), {"npos_max": 6},
+         r"key_mask must be boolean \(True = a real key, False = padding\), got dtype float"),
     ],
 )
 def test_bad_inputs(pe, args, kwargs, message) -> None:
@@ -146,14 +157,20 @@ def test_golden_vs_reference_code(name: str, oracle: Any) -> None:
     seen = np.arange(k_len)[None, :] <= (np.arange(q_len) + k_len - q_len)[:, None]
     if not p["causal"]:
         seen = np.ones_like(seen)
-    mask = np.broadcast_to(seen.astype(np.float64), (rows, q_len, k_len)).copy()
+    real = np.ones((1, k_len), bool) if case.inputs.get("key_mask") is None else \
+        case.inputs["key_mask"]  # [batch, k_len] over the first leading dim
+    real = (real.reshape(real.shape[0], *([1] * (len(batch) - 1)), 1, k_len) if batch
+            else real.reshape(1, k_len))
+    kept = np.broadcast_to(seen & real, case.output.shape)
+    mask = kept.reshape(rows, q_len, k_len).astype(np.float64)
     expected = oracle(q3, k3, table.T[None], p["npos_max"], scale, mask)
     expected = expected.reshape(case.output.shape)
-    kept = np.broadcast_to(seen, case.output.shape)
     np.testing.assert_allclose(case.output[kept], expected[kept], rtol=1e-13, atol=1e-13)
     np.testing.assert_array_equal(case.output[~kept], 0.0)
+    # after the query every gate is 0 (p = 0): the reference code leaves q_i·E_0 there
+    above = ~np.broadcast_to(seen, case.output.shape)
     first_row = np.broadcast_to((q @ table.T)[..., :, :1], case.output.shape)
-    np.testing.assert_allclose(expected[~kept], first_row[~kept], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(expected[above], first_row[above], rtol=1e-13, atol=1e-13)
 
 
 def test_all_gates_one_is_relative_position() -> None:
@@ -190,12 +207,17 @@ def test_long_rows_keep_float32_positions_accurate() -> None:
 
 
 def _broken(**bug: Any) -> Any:
-    def cope(q: Any, k: Any, pos_emb: Any, *, npos_max: int, scale: float | None = None,
-             causal: bool = True) -> Any:
+    def cope(q: Any, k: Any, pos_emb: Any, key_mask: Any = None, *, npos_max: int,
+             scale: float | None = None, causal: bool = True) -> Any:
         if "causal" in bug:
             causal = bug["causal"]
-        knobs = {key: value for key, value in bug.items() if key != "causal"}
-        out = _cope(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal, **knobs)
+        knobs = {key: value for key, value in bug.items() if key not in ("causal", "gates")}
+        gate_mask = None if bug.get("gates") == "unmasked" else key_mask
+        out = _cope(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal,
+                    key_mask=gate_mask, **knobs)
+        if key_mask is not None:  # the term still 0 on padding: only the gates are wrong
+            real = np.asarray(key_mask)
+            out = out * real.reshape(real.shape[0], *([1] * (out.ndim - 2)), real.shape[1])
         return out.astype(np.asarray(q).dtype)
     return cope
 
@@ -228,6 +250,11 @@ def test_missing_clamp_fails_the_counting_property() -> None:
 
 def test_swapped_weights_fail_the_interpolation_property() -> None:
     assert "cope_interpolation_between_rows" in _failing_properties(swap_weights=True)
+
+
+def test_padded_keys_counted_fail_the_padding_property() -> None:
+    assert {"cope_padded_keys_ignored", "cope_padded_keys_ignored[causal=False]"} <= \
+        _failing_properties(gates="unmasked")
 
 
 def test_gates_without_the_causal_mask_fail_the_causal_properties() -> None:

@@ -38,6 +38,14 @@ C = np.linspace(-1, 1, 2 * 2 * 2).reshape(2, 2, 2)  # base 1e4, dim 8, L 64: M =
          r"cos_coef has shape \(2,\): it must be"),
         ((X, C, C, np.arange(4)), {"max_position_embeddings": 64},
          r"positions has shape \(4,\) but x has shape \(4, 5, 8\)"),
+        ((X, C, C), {"rotary_dim": 10}, r"rotary_dim=10 must be even and <= x.shape\[-1\]=8"),
+        ((X, C, C), {"rotary_dim": 5}, r"rotary_dim=5 must be even"),
+        ((X, C, C), {"rotary_dim": 0}, r"rotary_dim=0 must be >= 2"),
+        ((X, C, C), {"rotary_dim": 4, "num_inv_freq": 3},
+         r"num_inv_freq=3 exceeds rotary_dim / 2 = 2"),
+        ((X, C[:, :1, :1], C[:, :1, :1]), {"rotary_dim": 4, "max_position_embeddings": 7000},
+         r"cos_coef has shape \(2, 1, 1\): it must be \[kv_heads, 2, 2\] .* \(2 of "
+         r"rotary_dim / 2 = 2\)"),
     ],
 )
 def test_bad_inputs(pe, args, kwargs, message) -> None:
@@ -45,11 +53,12 @@ def test_bad_inputs(pe, args, kwargs, message) -> None:
         pe.fope(*args, **kwargs)
 
 
-def _vllm_fope(torch, positions, query, key, cos_coef, sin_coef, *, head_size, base,
-               max_position_embeddings, num_inv_freq, sep_head):
+def _vllm_fope(torch, positions, query, key, cos_coef, sin_coef, *, head_size, rotary_dim,
+               base, max_position_embeddings, num_inv_freq, sep_head):
     """vLLM's FourierRotaryEmbedding on flat tokens (query [tokens, heads, head_size], key
-    [tokens, kv_heads, head_size]) in float64: rotary_dim = head_size, neox style."""
-    inv_freq = 1.0 / base ** (torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
+    [tokens, kv_heads, head_size]) in float64, neox style: _compute_inv_freq over rotary_dim,
+    the cos/sin cache padded to head_size // 2 (vLLM at 151a2c74)."""
+    inv_freq = 1.0 / base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
     keep = torch.ones_like(inv_freq, dtype=torch.bool)
     if num_inv_freq is not None:
         keep[num_inv_freq:] = False
@@ -106,7 +115,8 @@ def test_oracle_vllm_fourier_rotary_embedding(case_name) -> None:
         tokens = torch.tensor(heads).transpose(0, 1)  # [seq, heads, dim]
         query, key = _vllm_fope(
             torch, torch.tensor(row), tokens, tokens, torch.tensor(cos_coef),
-            torch.tensor(sin_coef), head_size=dim, base=p["base"],
+            torch.tensor(sin_coef), head_size=dim, rotary_dim=p["rotary_dim"] or dim,
+            base=p["base"],
             max_position_embeddings=p["max_position_embeddings"],
             num_inv_freq=p["num_inv_freq"], sep_head=sep)
         expected = (case.output[b] if batched else case.output).reshape(-1, seq, dim)
@@ -142,3 +152,23 @@ def test_identity_coefficients_clip_the_low_frequencies_to_zero() -> None:
     rope = posenc.rope(x[..., [0, 1, 4, 5]], positions, base=100.0)
     np.testing.assert_allclose(out[..., [0, 1, 4, 5]], rope, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(out[..., [2, 3, 6, 7]], x[..., [2, 3, 6, 7]])
+
+
+def test_partial_rotary_dim_keeps_the_pairs_across_the_head() -> None:
+    """rotary_dim 8 of a 16-wide head, identity coefficients, every frequency kept: pairs
+    (j, j + 8) turn by base^(-2j/8) for j < 4 (RoPE with base^(-2j/16) over a head of 16 at
+    base^2), and pairs 4..7 pass through; not posenc.rope's partial rotary, which rotates the
+    prefix 0..7 with pairs (j, j + 4)."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 5, 16))
+    positions = np.array([0, 1, 7, 300, 4097])
+    eye = np.eye(4)
+    out = posenc.fope(x, eye, eye, positions, rotary_dim=8, num_inv_freq=4)
+    kept = [0, 1, 2, 3, 8, 9, 10, 11]
+    # a 8-wide head at base 1e4 has the frequencies 1e4^(-2j/8), j < 4: the same ladder
+    rope = posenc.rope(x[..., kept], positions, base=10000.0)
+    np.testing.assert_allclose(out[..., kept], rope, rtol=1e-12, atol=1e-12)
+    passed = [4, 5, 6, 7, 12, 13, 14, 15]
+    np.testing.assert_array_equal(out[..., passed], x[..., passed])
+    prefix = posenc.rope(x, positions, base=10000.0, rotary_dim=8)
+    assert np.abs(prefix - out).max() > 1e-2

@@ -136,7 +136,11 @@ def _transformers_layers(config: dict):
     return rows
 
 
-@pytest.mark.parametrize("case_name", [c.name for c in specs()["layer_schedule"].cases])
+_ALPHA_CASES = ("smollm3_ntk_alpha", "llama4_dynamic_alpha")  # Hunyuan's rope: not these models'
+
+
+@pytest.mark.parametrize("case_name", [c.name for c in specs()["layer_schedule"].cases
+                                       if c.name not in _ALPHA_CASES])
 def test_oracle_transformers(case_name: str) -> None:
     spec = specs()["layer_schedule"]
     case = golden.load(spec).cases[case_name]
@@ -162,3 +166,33 @@ def test_oracle_transformers(case_name: str) -> None:
         # Llama 4 Scout's llama3 dict has low_freq_factor = high_freq_factor (an empty band)
         ours_freq, _ = posenc.rope_frequencies(16, scaling=ours[i])
         np.testing.assert_allclose(ours_freq, inv_freq, rtol=1e-6, err_msg=f"layer {i}")
+
+
+@pytest.mark.parametrize("case_name", _ALPHA_CASES)
+def test_ntk_alpha_layers_vs_transformers_hunyuan(case_name: str) -> None:
+    """A layer config spelling ntk_alpha (or Hunyuan's dynamic + alpha): schedule index 8 on the
+    rope layers, and their dict gives the inverse frequencies of transformers' Hunyuan rotary
+    module built from the same rope dict."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import HunYuanDenseV1Config
+    from transformers.models.hunyuan_v1_dense.modeling_hunyuan_v1_dense import (
+        HunYuanDenseV1RotaryEmbedding as Rotary,
+    )
+
+    case = golden.load(specs()["layer_schedule"]).cases[case_name]
+    config = case.params["config"]
+    ours = posenc.layer_rope_parameters(config)
+    assert [p is not None for p in ours] == [True, True, True, False]  # interval 4: layer 3 NoPE
+    np.testing.assert_array_equal(case.output[:3, 2], 8.0)
+    assert SCHEDULES[8] == "ntk_alpha"
+    np.testing.assert_array_equal(case.output[:3, 3], config["rope_theta"])
+    np.testing.assert_array_equal(case.output[:3, 4], 1.0)
+    np.testing.assert_array_equal(case.output[3], [0.0, 0.0, 0.0, 0.0, 0.0])
+    hunyuan = HunYuanDenseV1Config(hidden_size=32, num_attention_heads=2, head_dim=16,
+                                   num_hidden_layers=1, max_position_embeddings=4096,
+                                   rope_parameters=copy.deepcopy(ours[0]))
+    rotary = Rotary(hunyuan)
+    assert rotary.rope_type == "ntk_alpha"
+    ours_freq, _ = posenc.rope_frequencies(16, scaling=ours[0], dtype=np.float64)
+    np.testing.assert_allclose(ours_freq, rotary.inv_freq.to(torch.float64).numpy(), rtol=1e-6)

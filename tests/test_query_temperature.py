@@ -127,3 +127,66 @@ def test_oracle_transformers_ministral3() -> None:
     ours = posenc.query_temperature(np.arange(4), ids.numpy(), form="ministral3",
                                     floor_scale=16384)
     np.testing.assert_allclose(ours, expected, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Dual Chunk Attention's length temperature: vLLM is not installed here; its rule transcribed
+# from vllm/attention/backends/dual_chunk_flash_attn.py at cff7e054 (DualChunkFlashAttention
+# Metadata.prefill_metadata / decode_metadata), and values computed by hand
+# --------------------------------------------------------------------------------------------
+
+
+def _vllm_scaling_factor(orig_seq_lens, original_max_position_embeddings: int):
+    """vLLM: (0.1 * torch.log(orig_seq_lens / original_max_position_embeddings) + 1.0)
+    .clip(min=1), over the int tensor of max(prompt_len, seq_len) per sequence."""
+    torch = pytest.importorskip("torch")
+    lens = torch.tensor(orig_seq_lens, dtype=torch.int)
+    return (0.1 * torch.log(lens / original_max_position_embeddings) + 1.0).clip(min=1)
+
+
+@pytest.mark.oracle
+def test_dual_chunk_goldens_vs_vllm_transcription() -> None:
+    spec = specs()["query_temperature"]
+    cases = {n: c for n, c in golden.load(spec).cases.items() if n.startswith("dual_chunk")}
+    assert len(cases) == 4
+    for name, case in cases.items():
+        p = case.params
+        if p.get("scale", 0.1) != 0.1:
+            continue  # vLLM hard-codes 0.1
+        n = int(case.inputs["cache_position"].max()) + 1  # the sequence's length
+        theirs = float(_vllm_scaling_factor([n], p["floor_scale"])[0])
+        np.testing.assert_allclose(case.output, theirs, rtol=3e-7, atol=0, err_msg=name)
+        ours = posenc.query_temperature(case.inputs["cache_position"],
+                                        case.inputs.get("position_ids"), **p)
+        np.testing.assert_allclose(ours, theirs, rtol=3e-7, atol=0, err_msg=name)
+
+
+def test_dual_chunk_by_hand() -> None:
+    """n = 4F: 1 + 0.1 ln 4; Qwen2.5-1M at n = 1e6: 1 + 0.1 ln(1e6 / 262144) = 1 + 0.1 *
+    1.3388...; n <= F: 1; scale 0.5 over F = 3 at n = 20: 1 + 0.5 ln(20/3)."""
+    dc = {"form": "dual_chunk", "dtype": np.float64}
+    prefill = posenc.query_temperature(np.arange(4096), floor_scale=1024, **dc)
+    np.testing.assert_allclose(prefill, 1.138629436111989, rtol=1e-15, atol=0)
+    assert posenc.query_temperature(np.array([999999]), floor_scale=262144, **dc)[0] == (
+        pytest.approx(1.1338861307885257, rel=1e-14))
+    np.testing.assert_array_equal(
+        posenc.query_temperature(np.arange(262144), floor_scale=262144, **dc), 1.0)
+    np.testing.assert_array_equal(
+        posenc.query_temperature(np.array([5]), floor_scale=262144, **dc), 1.0)
+    assert posenc.query_temperature(np.arange(20), floor_scale=3, scale=0.5, **dc)[7] == (
+        pytest.approx(1.9485599924429406, rel=1e-14))
+
+
+def test_dual_chunk_is_one_value_per_sequence() -> None:
+    """The whole prompt's length, not each token's position: a prefill's first token gets the
+    temperature of the last (Llama 4's form would not), and position_ids only give the shape."""
+    cache = np.arange(3000)
+    dc = posenc.query_temperature(cache, form="dual_chunk", floor_scale=1000, dtype=np.float64)
+    assert dc[0] == dc[-1] > 1.0
+    ids = np.stack([cache, cache - 5])
+    batch = posenc.query_temperature(cache, ids, form="dual_chunk", floor_scale=1000,
+                                     dtype=np.float64)
+    assert batch.shape == (2, 3000)
+    np.testing.assert_array_equal(batch, dc[0])
+    empty = posenc.query_temperature(np.zeros(0, np.int64), form="dual_chunk")
+    assert empty.shape == (0,)

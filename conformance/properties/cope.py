@@ -174,3 +174,35 @@ def kv_cache_alignment(ctx: Context) -> None:
         part = ctx.run({"q": q[:, seq - q_len:], "k": k, "pos_emb": table}, npos_max=npos_max)
         ctx.assert_close(part, square[:, seq - q_len:],
                          f"q_len={q_len} vs the last rows of q_len=k_len={seq}")
+
+
+@register("cope_padded_keys_ignored")
+def padded_keys_ignored(ctx: Context) -> None:
+    """Junk tokens inserted among the real ones (queries and keys, as in a packed or padded
+    batch) and marked False in key_mask change nothing: on the real queries and keys the term
+    equals the term computed without them, and it is 0 on the padded keys. Inside the sequence,
+    so that a causal query's sums run across the padding (at the start or the end the causal
+    sums never reach it). Catches padded keys' gates counted."""
+    seq, pad, at, npos_max = 6, 3, 2, 10
+    real = np.ones(seq + pad, bool)
+    real[at:at + pad] = False
+
+    @ctx.given(seed=st.integers(0, 2**31))
+    def check(seed: int) -> None:
+        s = seed % 1000
+        q = ctx.normal((BATCH, seq, DIM), s)
+        k = ctx.normal((BATCH, seq, DIM), s + 1)
+        table = ctx.normal((npos_max, DIM), s + 2)
+        plain = ctx.run({"q": q, "k": k, "pos_emb": table}, npos_max=npos_max)
+        junk_q = ctx.normal((BATCH, seq + pad, DIM), s + 3)
+        junk_k = ctx.normal((BATCH, seq + pad, DIM), s + 4) * 4  # gates far from 0
+        padded_q, padded_k = junk_q.copy(), junk_k.copy()
+        padded_q[:, real], padded_k[:, real] = q, k
+        out = ctx.run({"q": padded_q, "k": padded_k, "pos_emb": table,
+                       "key_mask": np.broadcast_to(real, (BATCH, seq + pad)).copy()},
+                      npos_max=npos_max)
+        ctx.assert_close(out[:, real][..., real], plain,
+                         f"{pad} masked junk tokens at {at}: the term on the real queries and "
+                         "keys vs without them")
+        ctx.assert_equal(out[..., ~real], np.zeros((BATCH, seq + pad, pad)),
+                         "the term on the padded keys")

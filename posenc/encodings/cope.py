@@ -20,8 +20,8 @@ from ..layers import Layer, Weight, normal
 __all__ = ["cope"]
 
 
-def cope(q: Any, k: Any, pos_emb: Any, *, npos_max: int, scale: float | None = None,
-         causal: bool = True) -> Any:
+def cope(q: Any, k: Any, pos_emb: Any, key_mask: Any = None, *, npos_max: int,
+         scale: float | None = None, causal: bool = True) -> Any:
     """The CoPE term ``z_ij`` to add to the attention logits, ``[..., q_len, k_len]``, dtype of q.
 
     ``g_it = sigmoid(scale · q_i·k_t)`` (``scale`` defaults to ``1/sqrt(d)``),
@@ -33,15 +33,18 @@ def cope(q: Any, k: Any, pos_emb: Any, *, npos_max: int, scale: float | None = N
     parameter), one floating dtype. Queries are aligned to the end of the keys (KV cache):
     query row r sits at position ``i = k_len − q_len + r``. ``causal``: gates of keys after the
     query are 0 and ``z_ij = 0`` for ``j > i`` (mask those logits as usual); otherwise every
-    key's gate counts, ``p_ij = Σ_{t>=j} g_it``. Computed in float32 (float64 for float64
-    inputs), the cumulative sum included.
+    key's gate counts, ``p_ij = Σ_{t>=j} g_it``. ``key_mask`` ``[batch, k_len]`` (bool, True =
+    a real key, False = padding; ``batch`` is the first leading dim of q and k, 1 when they have
+    none): the gates of padded keys are 0, so they add no position, and ``z_ij = 0`` on them.
+    Computed in float32 (float64 for float64 inputs), the cumulative sum included.
     """
-    xp = array_api.namespace(q=q, k=k, pos_emb=pos_emb)
+    xp = array_api.namespace(q=q, k=k, pos_emb=pos_emb, key_mask=key_mask)
     npos_max = params.integer("npos_max", npos_max, minimum=1)
     causal = params.flag("causal", causal)
     _validate(xp, q, k, pos_emb, npos_max)
     s = params.default_scale(scale, tuple(q.shape))
     batch = shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2])})
+    keep = None if key_mask is None else _key_mask(xp, key_mask, batch, int(k.shape[-2]))
     q_len, k_len = int(q.shape[-2]), int(k.shape[-2])
     compute = array_api.compute_dtype(xp, q.dtype)
     qc, kc, table = (xp.astype(a, compute, copy=False) for a in (q, k, pos_emb))
@@ -55,6 +58,8 @@ def cope(q: Any, k: Any, pos_emb: Any, *, npos_max: int, scale: float | None = N
         queries = _arange(xp, q_len, device) + (k_len - q_len)
         seen = xp.reshape(keys, (1, k_len)) <= xp.reshape(queries, (q_len, 1))
         gates = xp.where(seen, gates, zero)
+    if keep is not None:
+        gates = xp.where(keep, gates, zero)
     # p_ij = Σ_{t >= j} g_it: a cumulative sum from the last key (flipped, not total − prefix,
     # which cancels catastrophically for long rows)
     positions = xp.flip(xp.cumulative_sum(xp.flip(gates, axis=-1), axis=-1), axis=-1)
@@ -71,6 +76,8 @@ def cope(q: Any, k: Any, pos_emb: Any, *, npos_max: int, scale: float | None = N
     term = weight * e_high + (1 - weight) * e_low
     if causal:
         term = xp.where(seen, term, zero)
+    if keep is not None:
+        term = xp.where(keep, term, zero)
     return xp.astype(term, q.dtype, copy=False)
 
 
@@ -82,6 +89,24 @@ def _sigmoid(xp: ModuleType, x: Any) -> Any:
 
 def _arange(xp: ModuleType, n: int, device: Any) -> Any:
     return xp.arange(n) if device is None else xp.arange(n, device=device)
+
+
+def _key_mask(xp: ModuleType, key_mask: Any, batch: tuple[int, ...], k_len: int) -> Any:
+    """key_mask [batch, k_len] reshaped to broadcast against [*batch, q_len, k_len]."""
+    if not hasattr(key_mask, "dtype") or not hasattr(key_mask, "shape"):
+        raise ParameterError(f"key_mask must be an array, got {type(key_mask).__name__}")
+    if array_api.dtype_name(key_mask.dtype) != "bool":
+        raise ParameterError(f"key_mask must be boolean (True = a real key, False = padding), "
+                             f"got dtype {array_api.dtype_name(key_mask.dtype)}")
+    first = batch[0] if batch else 1
+    shape = tuple(int(n) for n in key_mask.shape)
+    if len(shape) != 2 or shape[1] != k_len or shape[0] not in (first, 1):
+        raise ParameterError(
+            f"key_mask has shape {shape} but q and k have leading dims {batch} and "
+            f"k_len={k_len}: key_mask must be [batch, k_len] = [{first}, {k_len}] (batch: the "
+            "first leading dim of q and k, 1 when they have none)")
+    return xp.reshape(key_mask, (shape[0], *([1] * max(len(batch) - 1, 0)), 1, k_len)
+                      if batch else (1, k_len))
 
 
 def _validate(xp: ModuleType, q: Any, k: Any, pos_emb: Any, npos_max: int) -> None:

@@ -28,7 +28,7 @@ def kept_frequencies(dim: int, base: float, max_position_embeddings: int,
 
 
 def _check_coefficients(xp: Any, x: Any, heads: int, cos_coef: Any, sin_coef: Any,
-                        kept: int) -> int:
+                        kept: int, ladder: str) -> int:
     """The number of coefficient heads (1 when shared), after the shapes are checked; ``heads``:
     the head count of ``x`` (1 without a heads axis)."""
     for name, coef in (("cos_coef", cos_coef), ("sin_coef", sin_coef)):
@@ -40,7 +40,7 @@ def _check_coefficients(xp: Any, x: Any, heads: int, cos_coef: Any, sin_coef: An
             raise ParameterError(
                 f"{name} has shape {shape}: it must be [kv_heads, {kept}, {kept}] or "
                 f"[{kept}, {kept}], one row and one column per kept frequency ({kept} of "
-                f"x.shape[-1] / 2 = {operator.index(x.shape[-1]) // 2})")
+                f"{ladder})")
     if tuple(cos_coef.shape) != tuple(sin_coef.shape):
         raise ParameterError(f"cos_coef has shape {tuple(cos_coef.shape)} but sin_coef "
                              f"{tuple(sin_coef.shape)}: they must match")
@@ -54,19 +54,30 @@ def _check_coefficients(xp: Any, x: Any, heads: int, cos_coef: Any, sin_coef: An
     return groups
 
 
-def _num_inv_freq(value: Any, half: int) -> int | None:
+def _num_inv_freq(value: Any, ladder: int, partial: bool) -> int | None:
     if value is None:
         return None
     value = params.integer("num_inv_freq", value, minimum=0)
-    if value > half:
-        raise ParameterError(f"num_inv_freq={value} exceeds x.shape[-1] / 2 = {half}, the "
+    if value > ladder // 2:
+        width = "rotary_dim" if partial else "x.shape[-1]"
+        raise ParameterError(f"num_inv_freq={value} exceeds {width} / 2 = {ladder // 2}, the "
                              "number of RoPE frequencies")
+    return value
+
+
+def _rotary_dim(value: Any, dim: int) -> int:
+    if value is None:
+        return dim
+    value = params.integer("rotary_dim", value, minimum=2)
+    if value % 2 or value > dim:
+        raise ParameterError(f"rotary_dim={value} must be even and <= x.shape[-1]={dim}")
     return value
 
 
 def fope(
     x: Any, cos_coef: Any, sin_coef: Any, positions: Any = None, *, base: float = 10000.0,
     max_position_embeddings: int = 4096, num_inv_freq: int | None = None,
+    rotary_dim: int | None = None,
 ) -> Any:
     """FoPE of ``x`` (``[..., heads, seq, dim]``, queries or keys; same shape and dtype).
 
@@ -79,7 +90,10 @@ def fope(
     checkpoint's ``[kv_heads, M, M]`` (one matrix per key head; query head ``h`` of ``heads``
     uses ``h // (heads / kv_heads)``) or one shared ``[M, M]``. Identity coefficients give
     RoPE with the clipped frequencies at zero. ``positions``: ``[seq]`` or ``[batch, seq]``
-    (default ``arange(seq)``).
+    (default ``arange(seq)``). ``rotary_dim`` (default ``dim``; vLLM's ``head_size *
+    partial_rotary_factor``) sets the ladder only, ``ω_i = base^(-2i/rotary_dim)`` for ``i <
+    rotary_dim/2``: the pairs stay ``(j, j + dim/2)`` across the whole head, and the pairs
+    past the kept frequencies pass through, as in vLLM's FourierRotaryEmbedding.
     """
     xp = array_api.namespace(x=x, cos_coef=cos_coef, sin_coef=sin_coef, positions=positions)
     base = params.base(base)
@@ -90,12 +104,16 @@ def fope(
     if dim % 2:
         raise ParameterError(f"x.shape[-1]={dim} is odd: FoPE rotates pairs of features")
     half = dim // 2
-    omega = kept_frequencies(dim, base, max_position_embeddings, _num_inv_freq(num_inv_freq, half))
+    ladder = _rotary_dim(rotary_dim, dim)
+    omega = kept_frequencies(ladder, base, max_position_embeddings,
+                             _num_inv_freq(num_inv_freq, ladder, ladder != dim))
     kept = len(omega)
     batched = positions is not None and positions.ndim == 2
     has_heads = x.ndim >= (4 if batched else 3)  # x[b, ..., s, :] for positions [batch, seq]
     heads = operator.index(x.shape[-3]) if has_heads else 1
-    groups = _check_coefficients(xp, x, heads, cos_coef, sin_coef, kept)
+    width = "rotary_dim" if ladder != dim else "x.shape[-1]"
+    groups = _check_coefficients(xp, x, heads, cos_coef, sin_coef, kept,
+                                 f"{width} / 2 = {ladder // 2}")
     compute = array_api.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)

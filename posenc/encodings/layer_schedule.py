@@ -85,6 +85,13 @@ def _rope_dict(key: str, value: Any, theta: float) -> dict[str, Any]:
     return rope
 
 
+def _schedule_name(rope: Mapping[str, Any]) -> str:
+    """The schedule rope_frequencies runs: Hunyuan's dynamic with an alpha is ntk_alpha."""
+    if rope["rope_type"] == "dynamic" and rope.get("alpha"):
+        return "ntk_alpha"
+    return rope["rope_type"]
+
+
 def _flat_rope(config: Mapping[str, Any]) -> dict[str, Any]:
     """One rope dict for every rotary layer (PreTrainedConfig.convert_rope_params_to_dict):
     rope_scaling, else rope_parameters, rope_theta beside them, else the model's default."""
@@ -229,7 +236,8 @@ def layer_schedule(config: Mapping[str, Any], *, dtype: Any = None, device: Any 
     """The layer schedule as an array ``[num_hidden_layers, 5]``: per layer ``has_rope``
     (0/1), ``local`` (1 for sliding or chunked attention), ``schedule`` (the index of its
     ``rope_type`` in ``("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope",
-    "proportional")``), ``rope_theta`` and ``factor`` (1 when the dict has none); the last
+    "proportional", "ntk_alpha")``, where ``dynamic`` with an ``alpha`` counts as
+    ``ntk_alpha``), ``rope_theta`` and ``factor`` (1 when the dict has none); the last
     three are 0 on a NoPE layer. In ``dtype`` (float32 by default, float64 possible; narrower
     ones raise Unsupported) of the library that defines it (NumPy when None), on ``device``.
     See :func:`layer_rope_parameters`."""
@@ -238,7 +246,7 @@ def layer_schedule(config: Mapping[str, Any], *, dtype: Any = None, device: Any 
         if rope is None:
             rows.append([0.0, float(local), 0.0, 0.0, 0.0])
         else:
-            rows.append([1.0, float(local), float(SCHEDULES.index(rope["rope_type"])),
+            rows.append([1.0, float(local), float(SCHEDULES.index(_schedule_name(rope))),
                          float(rope["rope_theta"]), float(rope.get("factor") or 1.0)])
     xp = array_api.namespace_of_dtype(dtype)
     out = array_api.output_dtype(xp, dtype)

@@ -41,8 +41,10 @@ def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: f
         raise ParameterError("sections=None: pass sections=[t, h, w] (frequency counts summing "
                              "to rotary_dim / 2) or a scaling dict with 'mrope_section'")
     if name == "dynamic":
-        raise ParameterError("scaling['rope_type']='dynamic' depends on the current sequence "
-                             "length, which mrope does not take: resolve the frequencies with "
+        label = scaling.get("rope_type", scaling.get("type"))
+        raise ParameterError(f"scaling['rope_type']={label!r} depends on the current sequence "
+                             "length (dynamic NTK; Hunyuan's fixed NTK-alpha needs a nonzero "
+                             "'alpha'), which mrope does not take: resolve the frequencies with "
                              "rope_frequencies(seq_len=...) and pass a fixed schedule")
     sched = schedule(dim, base=base, scaling=scaling)
     sections = orderings.sections_of(sections)

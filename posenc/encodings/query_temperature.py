@@ -1,5 +1,6 @@
-"""Position-dependent query temperature: Llama 4's NoPE layers (over cache positions + 1) and
-Ministral 3's ``llama_4_scaling_beta`` (over position ids)."""
+"""Position-dependent query temperature: Llama 4's NoPE layers (over cache positions + 1),
+Ministral 3's ``llama_4_scaling_beta`` (over position ids) and vLLM's Dual Chunk Attention
+length temperature (over the sequence's length)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ..errors import ParameterError
 
 __all__ = ["query_temperature"]
 
-FORMS = ("llama4", "ministral3")
+FORMS = ("llama4", "ministral3", "dual_chunk")
 
 
 _INPUTS = validation.Inputs("query_temperature", messages={
@@ -32,6 +33,14 @@ def query_temperature(
     ``p = position_ids`` (``cache_position`` when they are None). The step is integer
     arithmetic; the log runs in float32 (float64 for a float64 ``dtype``), the result has
     ``dtype`` (float32 by default). Multiply ``q[b, :, s, :]`` by ``out[b, s]`` (or ``out[s]``).
+
+    ``form="dual_chunk"`` (vLLM's Dual Chunk Attention, Qwen2.5-1M: ``floor_scale`` =
+    ``dual_chunk_attention_config['original_max_position_embeddings']``, ``scale`` 0.1):
+    ``max(1, 1 + scale·ln(n / floor_scale))`` with ``n = max(cache_position) + 1``, the
+    sequence's length (the whole prompt at prefill, the tokens so far at decode), the same for
+    every token and broadcast to ``position_ids``' shape when given. vLLM multiplies the keys by
+    it when it caches them and, at prefill, the softmax scale again (at decode the queries):
+    see :func:`dual_chunk_attention`.
     """
     xp = array_api.namespace(cache_position=cache_position, position_ids=position_ids)
     params.choice("form", form, FORMS)
@@ -41,6 +50,9 @@ def query_temperature(
     out = array_api.output_dtype(xp, dtype)
     compute = array_api.compute_dtype(xp, out)
     _INPUTS.check(xp, cache_position=cache_position, position_ids=position_ids)
+    if form == "dual_chunk":
+        return xp.astype(_length_temperature(xp, cache_position, position_ids, floor_scale,
+                                             scale, compute), out)
     if form == "llama4":
         ids, offset = cache_position, 1
     else:
@@ -50,3 +62,14 @@ def query_temperature(
     if form == "llama4" and position_ids is not None:
         temperature = xp.broadcast_to(temperature[None, :], tuple(position_ids.shape))
     return xp.astype(temperature, out)
+
+
+def _length_temperature(xp: Any, cache_position: Any, position_ids: Any, floor_scale: int,
+                        scale: float, compute: Any) -> Any:
+    shape = tuple(cache_position.shape if position_ids is None else position_ids.shape)
+    if cache_position.shape[0] == 0:
+        return xp.ones(shape, dtype=compute)
+    length = xp.astype(xp.max(cache_position) + 1, compute)
+    temperature = xp.log(length / floor_scale) * scale + 1.0
+    temperature = xp.where(temperature > 1.0, temperature, xp.ones_like(temperature))
+    return xp.broadcast_to(xp.reshape(temperature, (1,) * len(shape)), shape)

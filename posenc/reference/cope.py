@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 
-def cope(q, k, pos_emb, *, npos_max, scale, causal):
-    return _cope(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal)
+def cope(q, k, pos_emb, key_mask=None, *, npos_max, scale, causal):
+    return _cope(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal,
+                 key_mask=key_mask)
 
 
 def _sigmoid(x: float) -> float:
@@ -24,12 +25,14 @@ def _sigmoid(x: float) -> float:
     return z / (1.0 + z)
 
 
-def _cope(q, k, pos_emb, *, npos_max, scale, causal, count="to_query", clamp=True,
-          swap_weights=False):
+def _cope(q, k, pos_emb, *, npos_max, scale, causal, key_mask=None, count="to_query",
+          clamp=True, swap_weights=False):
     """``count``: ``"to_query"`` sums the gates of keys j..i (the spec); ``"from_start"`` sums
     keys 0..j (a forward cumulative sum). ``clamp=False`` reads rows at or beyond ``npos_max``
     as 0 (a gather that fills out-of-range indices with zeros). ``swap_weights`` gives the
-    weight ``p - floor(p)`` to the floor row instead of the ceiling row."""
+    weight ``p - floor(p)`` to the floor row instead of the ceiling row. ``key_mask``
+    ``[batch, k_len]`` (True = a real key; batch the first leading dim): a padded key's gate
+    is 0 and its term 0."""
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     table = np.asarray(pos_emb, dtype=np.float64)
@@ -46,17 +49,23 @@ def _cope(q, k, pos_emb, *, npos_max, scale, causal, count="to_query", clamp=Tru
     qb = np.broadcast_to(q, (*batch, q_len, d))
     kb = np.broadcast_to(k, (*batch, k_len, d))
     out = np.zeros((*batch, q_len, k_len), dtype=np.float64)
+    keep = None if key_mask is None else np.asarray(key_mask, dtype=bool)
     for b in np.ndindex(*batch):
+        real = (np.ones(k_len, bool) if keep is None
+                else keep[(b[0] if batch and keep.shape[0] > 1 else 0)])
         for r in range(q_len):
             i = k_len - q_len + r  # queries are the last q_len positions (KV cache)
             last = i if causal else k_len - 1  # the last key the query sees
-            gates = [_sigmoid(s * float(qb[b][r] @ kb[b][t])) for t in range(k_len)]
+            gates = [_sigmoid(s * float(qb[b][r] @ kb[b][t])) if real[t] else 0.0
+                     for t in range(k_len)]
             logits = table @ qb[b][r]  # q_i · E[n] for n = 0 .. npos_max - 1
 
             def row(n: int) -> float:
                 return float(logits[n]) if n < npos_max else 0.0  # noqa: B023
 
             for j in range(last + 1):
+                if not real[j]:
+                    continue  # a padded key: no gate, no term
                 if count == "to_query":
                     p = math.fsum(gates[j:last + 1])
                 elif count == "from_start":

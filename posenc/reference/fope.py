@@ -26,14 +26,16 @@ def _coefficient_head(coef, head, heads):
     return coef[head // (heads // coef.shape[0])]
 
 
-def fope(x, cos_coef, sin_coef, positions, *, base, max_position_embeddings, num_inv_freq):
+def fope(x, cos_coef, sin_coef, positions, *, base, max_position_embeddings, num_inv_freq,
+         rotary_dim=None):
     x = np.asarray(x, dtype=np.float64)
     cos_coef = np.asarray(cos_coef, dtype=np.float64)
     sin_coef = np.asarray(sin_coef, dtype=np.float64)
     dim, seq = x.shape[-1], x.shape[-2]
     half = dim // 2
     positions = np.arange(seq) if positions is None else np.asarray(positions)
-    omega = kept_frequencies(dim, base, max_position_embeddings, num_inv_freq)
+    # rotary_dim sets the ladder only (vLLM); the pairs stay (j, j + dim/2) over the head
+    omega = kept_frequencies(rotary_dim or dim, base, max_position_embeddings, num_inv_freq)
     kept = len(omega)
     has_heads = x.ndim >= (4 if positions.ndim == 2 else 3)  # [batch, seq, dim]: no heads
     heads = x.shape[-3] if has_heads else 1
@@ -56,6 +58,6 @@ def fope(x, cos_coef, sin_coef, positions, *, base, max_position_embeddings, num
 
 
 def angle_bound(x, cos_coef, sin_coef, positions, *, base, max_position_embeddings,
-                num_inv_freq):
+                num_inv_freq, rotary_dim=None):
     pos = np.arange(np.asarray(x).shape[-2]) if positions is None else np.asarray(positions)
     return float(np.max(np.abs(pos), initial=0))

@@ -1,13 +1,17 @@
 """Which layers of a model get which rope, read from a transformers config dict the way
 transformers 5.x's config classes and modeling code read it (Gemma 3, Cohere2, SmolLM3,
 Llama 4). One row per layer: has_rope, local (sliding or chunked attention), the schedule's
-index in rope_frequencies' list, rope_theta, factor (0 for the last three on a NoPE layer)."""
+index in rope_frequencies' list (dynamic with an alpha counting as ntk_alpha), rope_theta,
+factor (0 for the last three on a NoPE layer)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-SCHEDULES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional")
+from ._rope_schedules import kind
+
+SCHEDULES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional",
+             "ntk_alpha")
 DEFAULT_THETA = {"cohere2": 10000.0, "smollm3": 2000000.0, "llama4_text": 500000.0}
 
 
@@ -103,6 +107,6 @@ def layer_schedule(*, config):
     for i, (rope, local) in enumerate(layers):
         out[i, 1] = float(local)
         if rope is not None:
-            out[i] = [1.0, float(local), SCHEDULES.index(rope["rope_type"]),
+            out[i] = [1.0, float(local), SCHEDULES.index(kind(rope)),
                       rope["rope_theta"], rope.get("factor") or 1.0]
     return out
