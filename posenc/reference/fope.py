@@ -27,7 +27,7 @@ def _coefficient_head(coef, head, heads):
 
 
 def fope(x, cos_coef, sin_coef, positions, *, base, max_position_embeddings, num_inv_freq,
-         rotary_dim=None):
+         rotary_dim):
     x = np.asarray(x, dtype=np.float64)
     cos_coef = np.asarray(cos_coef, dtype=np.float64)
     sin_coef = np.asarray(sin_coef, dtype=np.float64)
