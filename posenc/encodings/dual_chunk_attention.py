@@ -75,7 +75,10 @@ def dual_chunk_attention(
     if critical:
         succ, inter = within + length, within + chunk_size
     else:
-        succ = xp.clip(within + length, max=chunk_size)
+        # where() rather than clip(): array-api-compat's torch clip calls isnan on the bound,
+        # which torch.compile cannot trace (see posenc.learned)
+        succ = within + length
+        succ = xp.where(succ > chunk_size, xp.full_like(succ, chunk_size), succ)
         inter = xp.zeros_like(within) + min(2 * length - 1, chunk_size)
 
     def rotated(x: Any, at: Any) -> Any:
