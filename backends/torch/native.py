@@ -139,9 +139,9 @@ class TorchNative(native.Native):
 
 def _writes_in_place(head: Any, cos: Any, sin: Any) -> bool:
     """Whether the rotation may write its halves straight into one new tensor: eager, no
-    autograd through the inputs (out= ops have none), no functorch wrapper, and cos/sin
+    autograd through the inputs (out= ops have none), no functorch wrapper on any of them, and cos/sin
     broadcasting to the half width of ``head`` without widening it."""
-    if torch.compiler.is_compiling() or _is_wrapped(head):
+    if torch.compiler.is_compiling() or any(map(_is_wrapped, (head, cos, sin))):
         return False
     if torch.is_grad_enabled() and (head.requires_grad or cos.requires_grad
                                     or sin.requires_grad):
