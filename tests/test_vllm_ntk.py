@@ -57,6 +57,11 @@ def test_golden_vs_transcribed_vllm_formula(name: str) -> None:
     assert output[-1] == 1.0
     for j, value in BY_HAND[name].items():
         assert output[j] == pytest.approx(value, rel=1e-12), (name, j)
+    ours, attention = posenc.vllm_rope_frequencies(head, max_position=params["max_position"],
+                                                   rope_parameters=rope, dtype=np.float64)
+    np.testing.assert_allclose(ours, expected, rtol=1e-13, atol=0,
+                               err_msg=f"posenc.vllm_rope_frequencies/{name} vs the transcription")
+    assert attention == 1.0
 
 
 def test_mixed_b_one_is_the_fixed_rule() -> None:
