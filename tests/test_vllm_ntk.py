@@ -111,6 +111,8 @@ def test_hunyuan_through_to_vllm_matches_transformers_ntk_alpha() -> None:
      r"key 'beta_fast', which rope_type='ntk' does not use"),
     ({"rope_type": "dynamic", "alpha": 0.0},
      r"rope_parameters\['alpha'\]=0.0 must be a finite number > 0"),
+    ({"rope_type": "dynamic", "alpha": 1e300},
+     r"rope_parameters\['alpha'\]=1e\+300 with rope_type='dynamic': the scaled base .* overflows"),
     ({"rope_type": "dynamic", "alpha": 2.0, "low_freq_factor": 1.0},
      r"key 'low_freq_factor', which rope_type='dynamic' does not use"),
 ])
