@@ -47,7 +47,8 @@ def config_ordering(scaling: Mapping[str, Any] | None) -> str | None:
         raise ParameterError(f"scaling['mrope_interleaved'] must be a bool, got {flag!r}")
     if flag:
         named.add("interleaved")
-    if "xdrope_section" in scaling:
+    if "xdrope_section" in scaling or "xdrope" in (scaling.get("rope_type"),
+                                                   scaling.get("type")):
         named.add("xdrope")
     model_type = scaling.get("model_type")
     if model_type is not None:

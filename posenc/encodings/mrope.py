@@ -41,9 +41,12 @@ def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: f
         raise ParameterError("sections=None: pass sections=[t, h, w] (frequency counts summing "
                              "to rotary_dim / 2) or a scaling dict with 'mrope_section'")
     if name == "dynamic":
-        raise ParameterError("scaling['rope_type']='dynamic' depends on the current sequence "
-                             "length, which mrope does not take: resolve the frequencies with "
-                             "rope_frequencies(seq_len=...) and pass a fixed schedule")
+        legacy = ("" if "xdrope" not in (scaling.get("rope_type"), scaling.get("type")) else
+                  " (HunYuanVL's 'xdrope' reads as 'dynamic' when it has no 'alpha')")
+        raise ParameterError(f"scaling['rope_type']='dynamic'{legacy} depends on the current "
+                             "sequence length, which mrope does not take: resolve the "
+                             "frequencies with rope_frequencies(seq_len=...) and pass a fixed "
+                             "schedule")
     sched = schedule(dim, base=base, scaling=scaling)
     sections = orderings.sections_of(sections)
     axis_a, axis_b = orderings.feature_axes(ordering, sections, sched.rotary_dim // 2)

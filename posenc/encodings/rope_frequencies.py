@@ -26,8 +26,9 @@ __all__ = ["rope_frequencies"]
 
 SCHEDULES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional",
              "ntk_alpha")
-# legacy names a config may carry: Qwen2-VL's {"type": "mrope"} has default frequencies
-_ALIASES = {"mrope": "default"}
+# legacy names a config may carry: Qwen2-VL's {"type": "mrope"} has default frequencies;
+# HunYuanVL's {"type": "xdrope"} is read as dynamic by transformers (ntk_alpha with an alpha)
+_ALIASES = {"mrope": "default", "xdrope": "dynamic"}
 # keys that any dict may carry: they describe the model, not the schedule
 _COMMON = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor",
                      "max_position_embeddings", "original_max_position_embeddings",

@@ -16,6 +16,8 @@ def kind(scaling):
     if not scaling:
         return "default"
     name = scaling.get("rope_type", scaling.get("type", "default"))
+    if name == "xdrope":  # HunYuanVL's label, which transformers reads as dynamic
+        name = "dynamic"
     if name == "dynamic" and scaling.get("alpha"):  # Hunyuan's label for a fixed alpha
         return "ntk_alpha"
     return "default" if name == "mrope" else name

@@ -21,7 +21,7 @@ def resolve_ordering(ordering, interleaved, scaling):
     cfg = scaling or {}
     if interleaved or cfg.get("mrope_interleaved"):
         return "interleaved"
-    if "xdrope_section" in cfg:
+    if "xdrope_section" in cfg or cfg.get("rope_type", cfg.get("type")) == "xdrope":
         return "xdrope"
     for prefix, name in _PREFIXES.items():
         if str(cfg.get("model_type", "")).startswith(prefix):
