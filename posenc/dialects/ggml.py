@@ -33,6 +33,11 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
     ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
     LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
     scaling, name = layer.scaling, layer.rope_type
+    if layer.mrope_ordering not in (None, "contiguous", "interleaved"):
+        raise ParameterError(
+            f"the config's M-RoPE ordering is {layer.mrope_ordering!r}: ggml's 'mrope' and "
+            "'imrope' modes run Qwen2-VL's and Qwen3-VL's section orders only, so the "
+            "translation would rotate by the wrong position rows")
     sections = layer.mrope_section
     default_mode = ("imrope" if scaling.get("mrope_interleaved") else "mrope") if sections \
         else ("normal" if layer.interleaved else "neox")
