@@ -117,7 +117,7 @@ class TorchNative(native.Native):
         # eager and Inductor: half-width products; addcmul fuses a product and the sum (two
         # passes per half instead of three). The interleaved layout gets the same roundings.
         r = int(head.shape[-1])
-        if _writes_in_place(head, cos, sin):
+        if _fills_one_new_tensor(head, cos, sin):
             return _rotate_into_new(head, cos, sin, layout)
         if layout == "half":
             a, b = head[..., : r // 2], head[..., r // 2 :]
@@ -137,10 +137,11 @@ class TorchNative(native.Native):
         return torch.compiler.assume_constant_result(fn)
 
 
-def _writes_in_place(head: Any, cos: Any, sin: Any) -> bool:
+def _fills_one_new_tensor(head: Any, cos: Any, sin: Any) -> bool:
     """Whether the rotation may write its halves straight into one new tensor: eager, no
-    autograd through the inputs (out= ops have none), no functorch wrapper on any of them, and cos/sin
-    broadcasting to the half width of ``head`` without widening it."""
+    autograd through the inputs (out= ops have none), no functorch wrapper on any of them
+    (vmap over the positions wraps cos and sin only), and cos/sin broadcasting to the half
+    width of ``head`` without widening it."""
     if torch.compiler.is_compiling() or any(map(_is_wrapped, (head, cos, sin))):
         return False
     if torch.is_grad_enabled() and (head.requires_grad or cos.requires_grad
