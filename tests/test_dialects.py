@@ -391,14 +391,17 @@ def test_qwen3_vl_interleaved_mrope_is_ggml_imrope() -> None:
     (None, {"type": "xdrope", "alpha": 1000.0, "xdrope_section": [4, 4, 4, 4]}, "xdrope"),
 ])
 def test_mrope_orderings_ggml_cannot_run_are_refused(model_type, rope, ordering) -> None:
-    """ERNIE 4.5-VL, Bailing and XD-RoPE configs have no ggml form: its 'mrope' mode on the
-    same sections rotates by other position rows (ERNIE shown against posenc's reference),
-    so the translation names the ordering instead of returning Qwen2-VL's."""
-    config = {"head_dim": 32, "rope_theta": 10000.0, "rope_scaling": dict(rope),
-              **({"model_type": model_type} if model_type else {})}
+    """ERNIE 4.5-VL, Bailing and XD-RoPE configs have no ggml or vLLM get_rope form: ggml's
+    'mrope' mode on the same sections rotates by other position rows (ERNIE shown against
+    posenc's reference), as vLLM's MRotaryEmbedding would, so the translations name the
+    ordering instead of returning Qwen2-VL's."""
+    config = {"head_dim": 32, "rope_theta": 10000.0, "max_position_embeddings": 4096,
+              "rope_scaling": dict(rope), **({"model_type": model_type} if model_type else {})}
     assert rope_layers(config)["all"].mrope_ordering == ordering
     with pytest.raises(ParameterError, match=rf"M-RoPE ordering is '{ordering}': ggml's"):
         translate(config, "ggml")
+    with pytest.raises(ParameterError, match=rf"M-RoPE ordering is '{ordering}': vLLM's"):
+        translate(config, "vllm")
     if ordering == "ernie":
         x = np.random.default_rng(4).standard_normal((2, 4, 32))
         ids = np.array([[0, 3, 7, 9], [0, 1, 1, 2], [0, 2, 0, 5]])
@@ -413,6 +416,7 @@ def test_mrope_orderings_ggml_cannot_run_are_refused(model_type, rope, ordering)
     qwen = {**config, "model_type": "qwen2_vl", "rope_scaling": {"rope_type": "default",
                                                                "mrope_section": [4, 6, 6]}}
     assert translate(qwen, "ggml")["all"]["mode"] == "mrope"
+    assert translate(qwen, "vllm")["all"]["rope_parameters"]["mrope_section"] == [4, 6, 6]
 
 
 def test_original_max_position_embeddings_beside_rope_scaling() -> None:

@@ -49,6 +49,16 @@ class RopeLayer:
         return schedule(self.head_dim, scaling=self.scaling, seq_len=seq_len)
 
 
+def require_qwen_mrope(layer: RopeLayer, target: str) -> None:
+    """Refuse an M-RoPE ordering other than Qwen2-VL's or Qwen3-VL's, the only ones ``target``
+    (a phrase ending in its verb) runs: a translation would rotate by other position rows."""
+    if layer.mrope_ordering not in (None, "contiguous", "interleaved"):
+        raise ParameterError(
+            f"the config's M-RoPE ordering is {layer.mrope_ordering!r}: {target} Qwen2-VL's "
+            "and Qwen3-VL's section orders only, so the translation would rotate by the wrong "
+            "position rows")
+
+
 def _head_dim(config: Mapping[str, Any]) -> tuple[int, bool]:
     if config.get("qk_rope_head_dim"):  # DeepSeek MLA: rope on its own slice, interleaved
         return int(config["qk_rope_head_dim"]), True
