@@ -73,7 +73,7 @@ def _transformers_side(model: str, layer_type: str, x, positions, seq_len):
     layout = "interleaved" if layer.interleaved else "half"
     if layer.mrope_section:
         out = mrope_reference(x, positions[:3], sections=list(layer.mrope_section),
-                              interleaved=False, base=float(layer.scaling["rope_theta"]),
+                              ordering=None, interleaved=False, base=float(layer.scaling["rope_theta"]),
                               layout=layout, scaling=None)
     else:
         out = rope_reference(x, positions, base=10000.0, layout=layout, rotary_dim=None,
@@ -375,8 +375,8 @@ def test_qwen3_vl_interleaved_mrope_is_ggml_imrope() -> None:
     x = rng.standard_normal((2, 4, 32))
     ids = np.array([[0, 3, 7, 9], [0, 1, 1, 2], [0, 2, 0, 5]])
     got = ggml_reference(x, np.concatenate([ids, np.zeros((1, 4), dtype=np.int64)]), **params)
-    expected = mrope_reference(x, ids, sections=[6, 5, 5], interleaved=True, base=5000000.0,
-                               layout="half", scaling=None)
+    expected = mrope_reference(x, ids, sections=[6, 5, 5], ordering=None, interleaved=True,
+                               base=5000000.0, layout="half", scaling=None)
     theta = 5000000.0 ** (-2.0 * np.arange(16) / 32)
     bound = _ladder_bound(x, ids, theta, 1.0)
     assert np.all(_per_token(got - expected) <= bound)

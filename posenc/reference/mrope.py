@@ -65,7 +65,7 @@ def _pairs(r, layout):
     return [(j, j + r // 2) for j in range(r // 2)]
 
 
-def mrope(x, positions, *, sections, interleaved, base, layout, scaling, ordering=None):
+def mrope(x, positions, *, sections, ordering, interleaved, base, layout, scaling):
     x = np.asarray(x, dtype=np.float64)
     positions = np.asarray(positions)
     dim = x.shape[-1]
@@ -95,5 +95,5 @@ def mrope(x, positions, *, sections, interleaved, base, layout, scaling, orderin
     return out
 
 
-def angle_bound(x, positions, *, sections, interleaved, base, layout, scaling, ordering=None):
+def angle_bound(x, positions, *, sections, ordering, interleaved, base, layout, scaling):
     return float(np.max(np.abs(np.asarray(positions)), initial=0))  # every theta_j <= 1
