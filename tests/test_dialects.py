@@ -384,6 +384,41 @@ def test_qwen3_vl_interleaved_mrope_is_ggml_imrope() -> None:
                                  "mrope_section": [6, 5, 5], "mrope_interleaved": True}
 
 
+@pytest.mark.parametrize(("model_type", "rope", "ordering"), [
+    ("ernie4_5_vl_moe", {"rope_type": "default", "mrope_section": [6, 6, 4]}, "ernie"),
+    ("bailing_moe_v2", {"rope_type": "default", "mrope_section": [4, 6, 6]}, "bailing"),
+    ("hunyuan_vl", {"rope_type": "default", "mrope_section": [4, 4, 4, 4]}, "xdrope"),
+    (None, {"type": "xdrope", "alpha": 1000.0, "xdrope_section": [4, 4, 4, 4]}, "xdrope"),
+])
+def test_mrope_orderings_ggml_cannot_run_are_refused(model_type, rope, ordering) -> None:
+    """ERNIE 4.5-VL, Bailing and XD-RoPE configs have no ggml or vLLM get_rope form: ggml's
+    'mrope' mode on the same sections rotates by other position rows (ERNIE shown against
+    posenc's reference), as vLLM's MRotaryEmbedding would, so the translations name the
+    ordering instead of returning Qwen2-VL's."""
+    config = {"head_dim": 32, "rope_theta": 10000.0, "max_position_embeddings": 4096,
+              "rope_scaling": dict(rope), **({"model_type": model_type} if model_type else {})}
+    assert rope_layers(config)["all"].mrope_ordering == ordering
+    with pytest.raises(ParameterError, match=rf"M-RoPE ordering is '{ordering}': ggml's"):
+        translate(config, "ggml")
+    with pytest.raises(ParameterError, match=rf"M-RoPE ordering is '{ordering}': vLLM's"):
+        translate(config, "vllm")
+    if ordering == "ernie":
+        x = np.random.default_rng(4).standard_normal((2, 4, 32))
+        ids = np.array([[0, 3, 7, 9], [0, 1, 1, 2], [0, 2, 0, 5]])
+        as_qwen = ggml_reference(x, np.concatenate([ids, np.zeros((1, 4), dtype=np.int64)]),
+                                 n_dims=32, mode="mrope", freq_base=10000.0, freq_scale=1.0,
+                                 ext_factor=0.0, attn_factor=1.0, beta_fast=32.0,
+                                 beta_slow=1.0, n_ctx_orig=0, sections=[6, 6, 4, 0],
+                                 freq_factors=None)
+        ernie = mrope_reference(x, ids, sections=[6, 6, 4], ordering="ernie", interleaved=False,
+                                base=10000.0, layout="half", scaling=None)
+        assert np.abs(as_qwen - ernie).max() > 1e-2
+    qwen = {**config, "model_type": "qwen2_vl", "rope_scaling": {"rope_type": "default",
+                                                               "mrope_section": [4, 6, 6]}}
+    assert translate(qwen, "ggml")["all"]["mode"] == "mrope"
+    assert translate(qwen, "vllm")["all"]["rope_parameters"]["mrope_section"] == [4, 6, 6]
+
+
 def test_original_max_position_embeddings_beside_rope_scaling() -> None:
     """Phi-3.5's config.json keeps original_max_position_embeddings at the top level (where
     Phi3Config reads it); inside rope_scaling it gives the same layer."""

@@ -134,7 +134,10 @@ def test_golden_falcon_rw_1b_vs_falcon_build_alibi_tensor() -> None:
     assert np.abs(case.output * math.sqrt(p["head_dim"]) - theirs).max() > 1.0
 
 
-@pytest.mark.parametrize("head_dim", [0, -64, 64.0, True])
-def test_bad_head_dim(pe, head_dim) -> None:
-    with pytest.raises(posenc.ParameterError, match="head_dim"):
+@pytest.mark.parametrize(("head_dim", "message"), [
+    (0, r"head_dim=0 must be >= 1"), (-64, r"head_dim=-64 must be >= 1"),
+    (64.0, r"head_dim must be an int, got 64.0"), (True, r"head_dim must be an int, got True"),
+])
+def test_bad_head_dim(pe, head_dim, message) -> None:
+    with pytest.raises(posenc.ParameterError, match=message):
         pe.alibi_bias(4, 3, 3, head_dim=head_dim)

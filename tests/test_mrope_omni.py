@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import types as pytypes
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,17 +152,12 @@ def _transformers_layout(grid, seconds: float, audio: int, pps: int, per_chunk: 
     return kinds
 
 
-@pytest.mark.parametrize(("seconds", "audio"), [(1.0, 10), (2.0, 18), (0.5, 3), (3.0, 1),
-                                                (0.3, 7)])
-def test_more_clips_match_transformers(pe, seconds: float, audio: int) -> None:
-    """Clips with fewer and more audio chunks than video chunks, frames split over chunks:
-    laid out by transformers' get_chunked_index, posenc's reference and implementation give
-    transformers' get_rope_index ids."""
-    params = {**specs()["mrope_position_ids"].defaults(), "position_id_per_seconds": 4,
-              "use_audio_in_video": True, "seconds_per_chunk": 1}
+def _check_clip_vs_transformers(pe, kinds: Any, seconds: float, audio: int,
+                                params: dict) -> None:
+    """One [3, 4, 4] clip laid out as ``kinds`` between text: the reference's and the
+    implementation's ids and rope_deltas equal transformers' get_rope_index."""
+    types = np.array([[0, 0, *list(kinds), 0, 0, 0]])
     grid, secs, lengths = np.array([[3, 4, 4]]), np.array([seconds]), np.array([audio])
-    kinds = _transformers_layout([3, 4, 4], seconds, audio, 4, 4)
-    types = np.array([[0, 0, *kinds, 0, 0, 0]])
     inputs = dict(zip(NAMES, (types, None, grid, secs, None, lengths), strict=True))
     expected, deltas = _transformers(inputs, params)
     ref_ids, ref_deltas = reference(types, None, grid, secs, None, lengths, **params)
@@ -171,6 +167,18 @@ def test_more_clips_match_transformers(pe, seconds: float, audio: int) -> None:
     np.testing.assert_array_equal(ref_deltas, deltas)
     np.testing.assert_array_equal(np.asarray(ids), expected)
     np.testing.assert_array_equal(np.asarray(got_deltas), deltas)
+
+
+@pytest.mark.parametrize(("seconds", "audio"), [(1.0, 10), (2.0, 18), (0.5, 3), (3.0, 1),
+                                                (0.3, 7)])
+def test_more_clips_match_transformers(pe, seconds: float, audio: int) -> None:
+    """Clips with fewer and more audio chunks than video chunks, frames split over chunks:
+    laid out by transformers' get_chunked_index, posenc's reference and implementation give
+    transformers' get_rope_index ids."""
+    params = {**specs()["mrope_position_ids"].defaults(), "position_id_per_seconds": 4,
+              "use_audio_in_video": True, "seconds_per_chunk": 1}
+    kinds = _transformers_layout([3, 4, 4], seconds, audio, 4, 4)
+    _check_clip_vs_transformers(pe, kinds, seconds, audio, params)
 
 
 @pytest.mark.parametrize(("seconds", "audio"), [(1.0, 5), (0.5, 9), (2.0, 1), (1.5, 12)])
@@ -184,17 +192,7 @@ def test_qwen3_omni_clips_match_transformers(pe, seconds: float, audio: int) -> 
               "use_audio_in_video": True, "omni_model": "qwen3_omni"}
     frames = np.floor(np.arange(3, dtype=np.float32) * np.float32(seconds) * 2).astype(int)
     kinds = clip_layout(np.repeat(frames, 4), audio, Omni(2.0, True, 4, True, True))
-    types = np.array([[0, 0, *kinds.tolist(), 0, 0, 0]])
-    grid, secs, lengths = np.array([[3, 4, 4]]), np.array([seconds]), np.array([audio])
-    inputs = dict(zip(NAMES, (types, None, grid, secs, None, lengths), strict=True))
-    expected, deltas = _transformers(inputs, params)
-    ref_ids, ref_deltas = reference(types, None, grid, secs, None, lengths, **params)
-    ids, got_deltas = pe.mrope_position_ids(types, None, grid, secs.astype(np.float32), None,
-                                            lengths, **params)
-    np.testing.assert_array_equal(ref_ids, expected)
-    np.testing.assert_array_equal(ref_deltas, deltas)
-    np.testing.assert_array_equal(np.asarray(ids), expected)
-    np.testing.assert_array_equal(np.asarray(got_deltas), deltas)
+    _check_clip_vs_transformers(pe, kinds, seconds, audio, params)
 
 
 def test_audio_video_order_follows_its_layout(pe) -> None:

@@ -16,6 +16,8 @@ from posenc.errors import ParameterError
 
 TYPES = np.array([[0, 1, 1, 1, 1, 0]])
 GRID = np.array([[1, 4, 4]])
+VIDEO = np.array([[0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 0]])
+VIDEO_GRID = np.array([[2, 4, 4]])
 
 
 @pytest.mark.parametrize(
@@ -41,6 +43,12 @@ GRID = np.array([[1, 4, 4]])
          r"video_grid_thw\[0\]=\[1, 4, 4\] gives t·\(h/2\)·\(w/2\) = 4 tokens but its group"),
         ((TYPES, GRID, None, None, np.ones((1, 5), np.int64)), {},
          r"attention_mask has shape \(1, 5\) but token_types has shape \(1, 6\)"),
+        ((TYPES.astype(np.float32), GRID), {},
+         r"token_types must be integers \(0 text, 1 image, 2 video, 3 audio\), got dtype"),
+        ((VIDEO, None, VIDEO_GRID, np.array([np.nan])), {"tokens_per_second": 2},
+         r"second_per_grid_ts\[0\]=nan must be a finite number >= 0"),
+        ((VIDEO, None, VIDEO_GRID, np.array([-0.5])), {"position_id_per_seconds": 25},
+         r"second_per_grid_ts\[0\]=-0.5 must be a finite number >= 0"),
     ],
 )
 def test_bad_inputs(pe, args, kwargs, message) -> None:

@@ -105,6 +105,10 @@ def test_reading_the_label_as_dynamic_ntk_is_a_different_schedule() -> None:
         ({"rope_type": "ntk_alpha", "alpha": "1000"},
          r"scaling\['alpha'\] must be a number, got '1000'"),
         ({"rope_type": "ntk_alpha"}, r"rope_type='ntk_alpha' is missing 'alpha'"),
+        ({"rope_type": "ntk_alpha", "alpha": 1e300},
+         r"scaling\['alpha'\]=1e\+300 with rope_type='ntk_alpha': the scaled base .* overflows"),
+        ({"rope_type": "ntk", "factor": 1e308},
+         r"scaling\['factor'\]=1e\+308 with rope_type='ntk': the scaled base .* overflows"),
         ({"rope_type": "ntk_alpha", "alpha": 2.0, "low_freq_factor": 1.0},
          r"key 'low_freq_factor', which rope_type='ntk_alpha' does not use"),
         # alpha 0 is falsy: transformers falls back to dynamic, where alpha is an unused key

@@ -57,6 +57,11 @@ def test_golden_vs_transcribed_vllm_formula(name: str) -> None:
     assert output[-1] == 1.0
     for j, value in BY_HAND[name].items():
         assert output[j] == pytest.approx(value, rel=1e-12), (name, j)
+    ours, attention = posenc.vllm_rope_frequencies(head, max_position=params["max_position"],
+                                                   rope_parameters=rope, dtype=np.float64)
+    np.testing.assert_allclose(ours, expected, rtol=1e-13, atol=0,
+                               err_msg=f"posenc.vllm_rope_frequencies/{name} vs the transcription")
+    assert attention == 1.0
 
 
 def test_mixed_b_one_is_the_fixed_rule() -> None:
@@ -106,6 +111,8 @@ def test_hunyuan_through_to_vllm_matches_transformers_ntk_alpha() -> None:
      r"key 'beta_fast', which rope_type='ntk' does not use"),
     ({"rope_type": "dynamic", "alpha": 0.0},
      r"rope_parameters\['alpha'\]=0.0 must be a finite number > 0"),
+    ({"rope_type": "dynamic", "alpha": 1e300},
+     r"rope_parameters\['alpha'\]=1e\+300 with rope_type='dynamic': the scaled base .* overflows"),
     ({"rope_type": "dynamic", "alpha": 2.0, "low_freq_factor": 1.0},
      r"key 'low_freq_factor', which rope_type='dynamic' does not use"),
 ])

@@ -117,7 +117,7 @@ class TorchNative(native.Native):
         # eager and Inductor: half-width products; addcmul fuses a product and the sum (two
         # passes per half instead of three). The interleaved layout gets the same roundings.
         r = int(head.shape[-1])
-        if _fills_new_tensor(head, cos, sin):
+        if _fills_one_new_tensor(head, cos, sin):
             return _rotate_into_new(head, cos, sin, layout)
         if layout == "half":
             a, b = head[..., : r // 2], head[..., r // 2 :]
@@ -137,12 +137,14 @@ class TorchNative(native.Native):
         return torch.compiler.assume_constant_result(fn)
 
 
-def _fills_new_tensor(head: Any, cos: Any, sin: Any) -> bool:
+def _fills_one_new_tensor(head: Any, cos: Any, sin: Any) -> bool:
     """Whether the rotation may write its halves straight into one new tensor: eager, no
-    autograd through the inputs (out= ops have none), no functorch wrapper, and cos/sin
-    broadcasting to the half width of ``head`` without widening it."""
-    if torch.compiler.is_compiling() or _is_wrapped(head) \
-            or not head.dtype == cos.dtype == sin.dtype:  # keep the promoted result dtype
+    autograd through the inputs (out= ops have none), no functorch wrapper on any of them
+    (vmap over the positions wraps cos and sin only), a shared dtype (a mixed call keeps its
+    promoted result dtype), and cos/sin broadcasting to the half width of ``head`` without
+    widening it."""
+    if torch.compiler.is_compiling() or any(map(_is_wrapped, (head, cos, sin))) \
+            or not head.dtype == cos.dtype == sin.dtype:
         return False
     if torch.is_grad_enabled() and (head.requires_grad or cos.requires_grad
                                     or sin.requires_grad):

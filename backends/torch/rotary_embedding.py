@@ -295,10 +295,10 @@ def _fills_new_tensors(xs: tuple[torch.Tensor, ...], cos: torch.Tensor,
                        sin: torch.Tensor) -> bool:
     """Whether results may be written half by half into new tensors: eager, large, in the
     tables' float32, with no autograd through the inputs (out= ops have none) and no functorch
-    wrapper."""
+    wrapper on them or on the tables (vmap over the positions batches cos and sin only)."""
     if xs[0].numel() < _FILL_FROM or array_api.is_traced(xs[0]):
         return False
-    if any(x.dtype != cos.dtype or _is_wrapped(x) for x in xs):
+    if any(x.dtype != cos.dtype for x in xs) or any(map(_is_wrapped, (*xs, cos, sin))):
         return False
     return not (torch.is_grad_enabled() and any(t.requires_grad for t in (*xs, cos, sin)))
 

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from ..errors import ParameterError
-from .transformers import RopeLayer
+from .transformers import RopeLayer, require_qwen_mrope
 
 MODES = ("normal", "neox", "mrope", "imrope", "vision")
 UNROTATED_DIVISOR = 1e30  # rope_freqs entry of a pair that proportional rope leaves unrotated
@@ -33,6 +33,7 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
     ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
     LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
     scaling, name = layer.scaling, layer.rope_type
+    require_qwen_mrope(layer, "ggml's 'mrope' and 'imrope' modes run")
     sections = layer.mrope_section
     default_mode = ("imrope" if scaling.get("mrope_interleaved") else "mrope") if sections \
         else ("normal" if layer.interleaved else "neox")

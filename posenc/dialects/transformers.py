@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..encodings._mrope_orderings import config_ordering
 from ..encodings.rope_frequencies import Schedule, schedule, schedule_type
 from ..errors import ParameterError
 
@@ -24,7 +25,9 @@ class RopeLayer:
     ``scaling``: a rope_parameters dict accepted by :func:`posenc.rope_frequencies` (with
     ``rope_theta``, and ``max_position_embeddings`` when the config has it). ``head_dim``:
     the width whose rotary slice is rotated (DeepSeek: ``qk_rope_head_dim``).
-    ``interleaved``: the checkpoint's rotary pairing is (2i, 2i+1) (DeepSeek), not half."""
+    ``interleaved``: the checkpoint's rotary pairing is (2i, 2i+1) (DeepSeek), not half.
+    ``mrope_ordering``: the M-RoPE ordering the config names (posenc.mrope's ``ordering``:
+    ERNIE 4.5-VL, Bailing or XD-RoPE from its model_type or keys), None for a text rope."""
 
     layer_type: str
     head_dim: int
@@ -32,6 +35,7 @@ class RopeLayer:
     max_position_embeddings: int | None
     interleaved: bool = False
     notes: tuple[str, ...] = field(default=())
+    mrope_ordering: str | None = None
 
     @property
     def rope_type(self) -> str:
@@ -43,6 +47,16 @@ class RopeLayer:
 
     def resolve(self, seq_len: int | None = None) -> Schedule:
         return schedule(self.head_dim, scaling=self.scaling, seq_len=seq_len)
+
+
+def require_qwen_mrope(layer: RopeLayer, target: str) -> None:
+    """Refuse an M-RoPE ordering other than Qwen2-VL's or Qwen3-VL's, the only ones ``target``
+    (a phrase ending in its verb) runs: a translation would rotate by other position rows."""
+    if layer.mrope_ordering not in (None, "contiguous", "interleaved"):
+        raise ParameterError(
+            f"the config's M-RoPE ordering is {layer.mrope_ordering!r}: {target} Qwen2-VL's "
+            "and Qwen3-VL's section orders only, so the translation would rotate by the wrong "
+            "position rows")
 
 
 def _head_dim(config: Mapping[str, Any]) -> tuple[int, bool]:
@@ -66,6 +80,7 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
     if not isinstance(config, Mapping):
         raise ParameterError(f"config must be a dict (a transformers config.json), got "
                              f"{type(config).__name__}")
+    model_type = config.get("model_type")
     if "text_config" in config and not any(k in config for k in ("rope_parameters",
                                                                  "rope_scaling", "rope_theta")):
         config = config["text_config"]  # a multimodal config (Gemma 3, Qwen2.5-VL)
@@ -89,8 +104,9 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
         per_layer = {t: dict(rope[t]) for t in (used or rope)}
     else:
         per_layer = {ALL_LAYERS: rope}
-    return {t: _layer(t, d, config, _layer_head_dim(t, config, head_dim), interleaved, key)
-            for t, d in per_layer.items()}
+    model_type = config.get("model_type", model_type)
+    return {t: _layer(t, d, config, _layer_head_dim(t, config, head_dim), interleaved, key,
+                      model_type) for t, d in per_layer.items()}
 
 
 def _layer_head_dim(layer_type: str, config: Mapping[str, Any], head_dim: int) -> int:
@@ -101,7 +117,7 @@ def _layer_head_dim(layer_type: str, config: Mapping[str, Any], head_dim: int) -
 
 
 def _layer(layer_type: str, scaling: dict[str, Any], config: Mapping[str, Any], head_dim: int,
-           interleaved: bool, key: str) -> RopeLayer:
+           interleaved: bool, key: str, model_type: Any = None) -> RopeLayer:
     where = key if layer_type == ALL_LAYERS else f"{key}[{layer_type!r}]"
     if "rope_theta" not in scaling:
         if config.get("rope_theta") is None:
@@ -127,6 +143,10 @@ def _layer(layer_type: str, scaling: dict[str, Any], config: Mapping[str, Any], 
         scaling["rope_type"] = "default"
     try:
         schedule(head_dim, scaling=scaling)
+        ordering = None
+        if "mrope_section" in scaling or "xdrope_section" in scaling:
+            named = {**scaling, **({"model_type": model_type} if model_type else {})}
+            ordering = config_ordering(named) or "contiguous"
     except ParameterError as exc:
         raise ParameterError(f"{where}: {exc}") from None
-    return RopeLayer(layer_type, head_dim, scaling, max_positions, interleaved, notes)
+    return RopeLayer(layer_type, head_dim, scaling, max_positions, interleaved, notes, ordering)

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from ..errors import ParameterError
-from .transformers import RopeLayer
+from .transformers import RopeLayer, require_qwen_mrope
 
 DIVERGENCES = {
     "dynamic": "vLLM's DynamicNTKScalingRotaryEmbedding fixes the base at the maximum length "
@@ -35,6 +35,9 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 def to_vllm(layer: RopeLayer) -> dict[str, Any]:
     """Keyword arguments of vLLM's ``get_rope`` for ``layer`` (``dtype`` left to the caller)."""
+    require_qwen_mrope(layer, "vLLM's get_rope runs (MRotaryEmbedding; its XDRotaryEmbedding "
+                       "cuts xdrope_section over the r/2 frequencies, not transformers' doubled "
+                       "vector)")
     scaling = {k: v for k, v in layer.scaling.items() if k != "max_position_embeddings"}
     name = layer.rope_type
     if name == "proportional":

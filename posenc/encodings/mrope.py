@@ -135,7 +135,9 @@ def mrope(
       ``[theta, theta]``, so the two features of a pair may follow different rows.
 
     ``sections=None`` takes ``scaling['mrope_section']`` (or ``xdrope_section``);
-    ``scaling['mrope_interleaved']``, ``xdrope_section`` or ``model_type`` name the ordering.
+    ``scaling['mrope_interleaved']``, ``xdrope_section`` (or HunYuanVL's legacy type
+    ``'xdrope'``, read as ``dynamic``: with its ``alpha``, NTK-alpha) or ``model_type`` name the
+    ordering.
     ``layout`` pairs features as in :func:`posenc.rope` (``"half"``: transformers' Qwen and
     HunYuan; ERNIE 4.5-VL uses ``"interleaved"``). When all rows are equal, the result is rope.
     """

@@ -40,6 +40,18 @@ def host(value: Any) -> np.ndarray | None:
             return None
 
 
+def check_seconds(seconds: np.ndarray | None) -> None:
+    """``second_per_grid_ts`` (on the host): finite and >= 0, or a video's temporal ids
+    become garbage (NaN or infinity cast to an integer) or run backwards."""
+    if seconds is None:
+        return
+    flat = np.asarray(seconds, np.float64).reshape(-1)
+    bad = np.flatnonzero(~np.isfinite(flat) | (flat < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ParameterError(f"second_per_grid_ts[{i}]={float(flat[i])!r} must be a finite "
+                             "number >= 0 (seconds per temporal grid step of a video)")
+
 def chunk_bounds(values: np.ndarray, per_chunk: int) -> np.ndarray:
     """Where transformers' get_chunked_index starts a new chunk in nondecreasing ``values``
     (relative to the clip's start): boundary k is the first token after boundary k - 1 whose

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import array_api, params
 from ..errors import ParameterError
-from .mrope_groups import AUDIO, Omni, check_groups, host
+from .mrope_groups import AUDIO, Omni, check_groups, check_seconds, host
 
 __all__ = ["mrope_position_ids"]
 
@@ -136,6 +136,9 @@ def mrope_position_ids(
     if token_types.ndim != 2:
         raise ParameterError(f"token_types must be [batch, seq], got shape "
                              f"{tuple(token_types.shape)}")
+    if not xp.isdtype(token_types.dtype, "integral"):
+        raise ParameterError(f"token_types must be integers (0 text, 1 image, 2 video, 3 audio), "
+                             f"got dtype {token_types.dtype}")
     batch, seq = int(token_types.shape[0]), int(token_types.shape[1])
     for name, grid in (("image_grid_thw", image_grid_thw), ("video_grid_thw", video_grid_thw)):
         if grid is not None and (grid.ndim != 2 or int(grid.shape[1]) != 3):
@@ -163,6 +166,7 @@ def mrope_position_ids(
                 [[1, h, w] for t, h, w in rows.tolist() for _ in range(t)]).reshape(-1, 3)
         seconds = (None if second_per_grid_ts is None  # bfloat16 has no NumPy view
                    else host(xp.astype(second_per_grid_ts, xp.float32)))
+        check_seconds(seconds)
         check_groups(host_types, mask, {1: image_grid_thw, 2: videos}, merge,
                      audio_lengths if omni else None, seconds, omni)
 

@@ -240,16 +240,27 @@ def _linear(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | Non
     return Schedule(rd, _scaled(_default(rd, base), _factor(scaling, "linear")), 1.0)
 
 
-def _ntk_exponent(rd: int, name: str) -> float:
+def ntk_base(rd: int, base: float, ratio: float, name: str, given: str) -> float:
+    """``base * ratio^(d/(d-2))``, the NTK-scaled base; a ParameterError naming ``given`` (the
+    parameter and its value) where it leaves float64 (the power raises OverflowError, or the
+    product is inf)."""
     if rd <= 2:
         raise ParameterError(f"rope_type={name!r} needs a rotary width > 2 (base is raised "
                              f"to d/(d-2)), got {rd}")
-    return rd / (rd - 2)
+    try:
+        scaled = base * ratio ** (rd / (rd - 2))
+    except OverflowError:
+        scaled = math.inf
+    if not math.isfinite(scaled):
+        raise ParameterError(f"{given} with rope_type={name!r}: the scaled base {base!r} * "
+                             f"{ratio!r}^({rd}/{rd - 2}) overflows float64")
+    return scaled
 
 
 def _ntk(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | None) -> Schedule:
     factor = _factor(scaling, "ntk")
-    return Schedule(rd, _default(rd, base * factor ** _ntk_exponent(rd, "ntk")), 1.0)
+    scaled = ntk_base(rd, base, factor, "ntk", f"scaling['factor']={factor!r}")
+    return Schedule(rd, _default(rd, scaled), 1.0)
 
 
 def _dynamic(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | None) -> Schedule:
@@ -262,7 +273,9 @@ def _dynamic(rd: int, base: float, scaling: Mapping[str, Any], seq_len: int | No
             "config's, the length the model was trained at): add it to the dict")
     trained = _length(key, scaling[key])
     length = max(seq_len or trained, trained)
-    scaled = base * ((factor * length / trained) - (factor - 1)) ** _ntk_exponent(rd, "dynamic")
+    ratio = (factor * length / trained) - (factor - 1)
+    scaled = ntk_base(rd, base, ratio, "dynamic",
+                      f"scaling['factor']={factor!r} at seq_len={length}")
     return Schedule(rd, _default(rd, scaled), 1.0)
 
 
@@ -270,7 +283,8 @@ def _ntk_alpha(rd: int, base: float, scaling: Mapping[str, Any],
                seq_len: int | None) -> Schedule:
     """Hunyuan's fixed NTK-alpha: base' = base * alpha^(d/(d-2)) whatever the length."""
     alpha = _number("alpha", scaling["alpha"])
-    return Schedule(rd, _default(rd, base * alpha ** _ntk_exponent(rd, "ntk_alpha")), 1.0)
+    scaled = ntk_base(rd, base, alpha, "ntk_alpha", f"scaling['alpha']={alpha!r}")
+    return Schedule(rd, _default(rd, scaled), 1.0)
 
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:

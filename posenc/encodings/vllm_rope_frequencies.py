@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import array_api, params
 from ..errors import ParameterError
-from .rope_frequencies import schedule
+from .rope_frequencies import ntk_base, schedule
 
 __all__ = ["vllm_rope_frequencies"]
 
@@ -102,7 +102,8 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
         _only(given, "dynamic", _ALPHA_IGNORED)
         alpha = _number(given, "alpha", 1.0)
         r = _rotary_dim(head_size, given, "dynamic")
-        scaled = _number(given, "rope_theta", 10000.0) * alpha ** (r / (r - 2))
+        scaled = ntk_base(r, _number(given, "rope_theta", 10000.0), alpha, "dynamic",
+                          f"rope_parameters['alpha']={alpha!r}")
         given = {"rope_type": "default", "rope_theta": scaled,
                  **({"partial_rotary_factor": given["partial_rotary_factor"]}
                     if "partial_rotary_factor" in given else {})}
@@ -110,7 +111,8 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
         factor = _number(given, "factor", 1.0)
         r = _rotary_dim(head_size, given, "dynamic")
         base = _number(given, "rope_theta", 10000.0)
-        scaled = base * (factor * factor - (factor - 1)) ** (r / (r - 2))
+        scaled = ntk_base(r, base, factor * factor - (factor - 1), "dynamic",
+                          f"rope_parameters['factor']={factor!r}")
         given = {"rope_type": "default", "rope_theta": scaled,
                   **({"partial_rotary_factor": given["partial_rotary_factor"]}
                      if "partial_rotary_factor" in given else {})}

@@ -95,5 +95,5 @@ def mrope(x, positions, *, sections, ordering, interleaved, base, layout, scalin
     return out
 
 
-def angle_bound(x, positions, *, sections, interleaved, base, layout, scaling, ordering=None):
+def angle_bound(x, positions, *, sections, ordering, interleaved, base, layout, scaling):
     return float(np.max(np.abs(np.asarray(positions)), initial=0))  # every theta_j <= 1
