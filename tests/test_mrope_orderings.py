@@ -148,34 +148,6 @@ def test_xdrope_forward_at_small_positions(hunyuan) -> None:
     assert np.abs(vllm_style - theirs.numpy()).max() > 1e-2
 
 
-@pytest.mark.oracle
-def test_xdrope_legacy_type_with_alpha_vs_transformers(hunyuan) -> None:
-    """HunyuanOCR's rope_scaling as published (type 'xdrope', alpha 1000, xdrope_section):
-    transformers' HunYuanVL config reads the type as dynamic, then alpha as the fixed NTK-alpha
-    base; posenc.mrope given the same dict names the XD-RoPE ordering and the same base."""
-    import torch
-    from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLTextConfig
-
-    rope = {"alpha": 1000.0, "beta_fast": 32, "beta_slow": 1, "factor": 1.0, "mscale": 1.0,
-            "mscale_all_dim": 1.0, "type": "xdrope", "xdrope_section": [4, 4, 4, 4]}
-    config = HunYuanVLTextConfig(hidden_size=64, num_attention_heads=2, head_dim=32,
-                                 num_hidden_layers=1, rope_parameters=dict(rope),
-                                 rope_theta=10000.0)
-    module = hunyuan.HunYuanVLRotaryEmbedding(config)
-    assert module.rope_type == "ntk_alpha"
-    x = np.random.default_rng(12).standard_normal((2, 3, 9, 32)).astype(np.float32)
-    pos = np.random.default_rng(13).integers(0, 64, (4, 2, 9))
-    xt = torch.tensor(x)
-    cos, sin = module(xt, torch.tensor(pos))
-    theirs, _ = hunyuan.apply_rotary_pos_emb(xt, xt, cos, sin)
-    ours = posenc.mrope(x, pos, scaling=rope)
-    np.testing.assert_allclose(ours, theirs.numpy(), rtol=0, atol=2e-5)
-    plain = posenc.mrope(x, pos, sections=[4, 4, 4, 4], ordering="xdrope")
-    assert np.abs(plain - theirs.numpy()).max() > 1e-2  # alpha dropped: the default base
-    with pytest.raises(ParameterError, match=r"'xdrope' reads as 'dynamic' when it has no"):
-        posenc.mrope(x, pos, scaling={"type": "xdrope", "xdrope_section": [4, 4, 4, 4]})
-
-
 # --------------------------------------------------------------------------------------------
 # vLLM: Bailing and XDRotaryEmbedding, transcribed (vLLM is not installed here)
 # --------------------------------------------------------------------------------------------
