@@ -211,7 +211,7 @@ class Context:
 
     def given(self, **strategies: Any) -> Callable[[Callable[..., None]], None]:
         """Run the decorated function now, as a derandomised Hypothesis test."""
-        from hypothesis import HealthCheck, given, settings
+        from hypothesis import HealthCheck, Phase, given, settings
 
         def decorator(fn: Callable[..., None]) -> None:
             out_of_scope: list[BaseException] = []
@@ -227,8 +227,11 @@ class Context:
                 except (Unsupported, NotImplementedError) as exc:
                     out_of_scope.append(exc)
 
+            # compiled: no shrinking, which would compile a new graph for every smaller example
+            # it tries (minutes on a failing property); the first failing example is reported
+            phases = [p for p in Phase if p is not Phase.shrink or self.mode != "compiled"]
             test = settings(max_examples=self.max_examples, derandomize=True, database=None,
-                            deadline=None, print_blob=False,
+                            deadline=None, print_blob=False, phases=phases,
                             suppress_health_check=list(HealthCheck))(given(**strategies)(example))
             test()
             if out_of_scope:

@@ -135,3 +135,28 @@ def test_masked_golden_entries_do_not_widen_the_tolerance() -> None:
             runner._check_case(ctx, "bert_like")
         ctx.run = lambda inputs, **params: expected
         runner._check_case(ctx, "bert_like")
+
+
+def _examples_tried(mode: str) -> list[int]:
+    """The examples a failing property saw: Hypothesis shrinks in eager mode only."""
+    from hypothesis import strategies as st
+
+    ctx = dataclasses.replace(_context("float"), mode=mode, max_examples=20)
+    seen: list[int] = []
+
+    def fails_from_100(n: int) -> None:
+        seen.append(n)
+        assert n < 100
+
+    with pytest.raises(AssertionError):
+        ctx.given(n=st.integers(0, 10_000))(fails_from_100)
+    return seen
+
+
+def test_a_failing_property_is_not_shrunk_in_compiled_mode() -> None:
+    """Every example a compiled property tries may be a new compilation: shrinking a failure
+    there ran for minutes. Eager mode still shrinks to the smallest failing example."""
+    eager, compiled = _examples_tried("eager"), _examples_tried("compiled")
+    assert min(n for n in eager if n >= 100) == 100  # shrunk to the boundary
+    assert len(compiled) < len(eager)
+    assert compiled[-1] >= 100 and all(n < 100 for n in compiled[:-2])
