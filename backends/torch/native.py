@@ -138,18 +138,23 @@ class TorchNative(native.Native):
 
 
 def _fills_one_new_tensor(head: Any, cos: Any, sin: Any) -> bool:
-    """Whether the rotation may write its halves straight into one new tensor: eager, no
-    autograd through the inputs (out= ops have none), no functorch wrapper on any of them
-    (vmap over the positions wraps cos and sin only), a shared dtype (a mixed call keeps its
-    promoted result dtype), and cos/sin broadcasting to the half width of ``head`` without
-    widening it."""
-    if torch.compiler.is_compiling() or any(map(_is_wrapped, (head, cos, sin))) \
-            or not head.dtype == cos.dtype == sin.dtype:
+    """Whether the rotation may write its halves straight into one new tensor: the out= ops
+    may run (:func:`out_ops_allowed`), and cos/sin broadcast to the half width of ``head``
+    without widening it."""
+    return out_ops_allowed(head, cos, sin) and _fits(cos.shape, head.shape) \
+        and _fits(sin.shape, head.shape)
+
+
+def out_ops_allowed(*tensors: Any) -> bool:
+    """Whether a rotation of ``tensors`` may be written with out= and in-place ops: eager, no
+    autograd through them (out= ops have none), no functorch wrapper on any of them (vmap
+    over the positions wraps cos and sin only), and one dtype (a mixed call keeps its
+    promoted result dtype)."""
+    if torch.compiler.is_compiling() or any(map(_is_wrapped, tensors)):
         return False
-    if torch.is_grad_enabled() and (head.requires_grad or cos.requires_grad
-                                    or sin.requires_grad):
+    if len({t.dtype for t in tensors}) != 1:
         return False
-    return _fits(cos.shape, head.shape) and _fits(sin.shape, head.shape)
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
 
 
 def _fits(table: Any, head: Any) -> bool:

@@ -293,17 +293,11 @@ _FILL_FROM = 1 << 16
 
 def _fills_new_tensors(xs: tuple[torch.Tensor, ...], cos: torch.Tensor,
                        sin: torch.Tensor) -> bool:
-    """Whether results may be written half by half into new tensors: eager, large, in the
-    tables' float32, with no autograd through the inputs (out= ops have none) and no functorch
-    wrapper on them or on the tables (vmap over the positions batches cos and sin only)."""
+    """Whether results may be written half by half into new tensors: eager and large, with
+    the out= ops allowed (inputs in the tables' float32, no autograd, no functorch wrapper)."""
     if xs[0].numel() < _FILL_FROM or array_api.is_traced(xs[0]):
         return False
-    if any(x.dtype != cos.dtype for x in xs) or any(map(_is_wrapped, (*xs, cos, sin))):
-        return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in (*xs, cos, sin)))
-
-
-_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    return torch_native.out_ops_allowed(*xs, cos, sin)
 
 
 def _full_width(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
