@@ -229,6 +229,25 @@ def test_decode_offsets_compile_once_without_graph_breaks() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("scaling", "kwargs", "positions"), [
+    ({"rope_type": "ntk", "factor": 8.0}, {}, True),
+    ({"type": "dynamic", "factor": 2.0, "max_position_embeddings": 2048}, {"seq_len": 8192},
+     True),
+    ({"type": "dynamic", "factor": 2.0, "max_position_embeddings": 16}, {}, False),
+])
+def test_ntk_scalings_trace_in_float64(scaling: dict, kwargs: dict, positions: bool) -> None:
+    """NTK-scaled bases under torch.compile(fullgraph=True) in float64, where the module
+    computes its frequencies in the graph: the scaled base's overflow check must not call
+    math.isfinite on a traced float (it did: the exhaustive tier's torch-layers float64 group
+    failed its ntk and dynamic cases with "torch.* op returned non-Tensor")."""
+    rotary = pe.RotaryEmbedding(64, scaling=scaling, **kwargs).to(torch.float64)
+    x = torch.randn(1, 2, 40, 64, dtype=torch.float64)
+    args = (x, torch.arange(40)) if positions else (x,)
+    got = torch.compile(rotary, backend="eager", fullgraph=True)(*args)
+    assert torch.equal(got, rotary(*args))
+
+
+@pytest.mark.slow
 def test_compiled_module_trains_its_parameters() -> None:
     """A learned table under torch.compile(fullgraph=True): forward and backward, one graph."""
     from torch._dynamo.testing import CompileCounter

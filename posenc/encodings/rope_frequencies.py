@@ -251,7 +251,9 @@ def ntk_base(rd: int, base: float, ratio: float, name: str, given: str) -> float
         scaled = base * ratio ** (rd / (rd - 2))
     except OverflowError:
         scaled = math.inf
-    if not math.isfinite(scaled):
+    # comparisons rather than math.isfinite: torch.compile may trace the ratio symbolically
+    # (a layer's dynamic scaling reads it from the traced length), and NaN fails both
+    if not -math.inf < scaled < math.inf:
         raise ParameterError(f"{given} with rope_type={name!r}: the scaled base {base!r} * "
                              f"{ratio!r}^({rd}/{rd - 2}) overflows float64")
     return scaled
