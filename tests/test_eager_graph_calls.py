@@ -47,11 +47,32 @@ def test_tensorflow_eager_agrees_with_tf_function(config: dict) -> None:
     graph = tf.function(lambda x, p: posenc.rope(x, p, **config))
     x = tf.constant(X)
     posenc.rope(x, tf.constant(POSITIONS[0], dtype=tf.int32), **config)
-    traces = tf_native._limb_phases.experimental_get_tracing_count()
+    graphs = tf_native._phases_graph.cache_info().currsize
     for positions in POSITIONS:
         p = tf.constant(positions, dtype=tf.int32)
         eager = posenc.rope(x, p, **config).numpy()
         np.testing.assert_allclose(eager, graph(x, p).numpy(), rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(eager, posenc.rope(X.astype(np.float64), positions, **config),
                                    atol=3e-6)
-    assert tf_native._limb_phases.experimental_get_tracing_count() == traces
+    assert tf_native._phases_graph.cache_info().currsize == graphs  # no new graph
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_tensorflow_eager_graphs_are_one_per_signature(layout: str) -> None:
+    """The eager phases and rotation are one concrete graph function per layout, dtype, ranks
+    and width: new sequence lengths, batch sizes and positions build no new graph."""
+    tf = pytest.importorskip("tensorflow")
+    from posenc.backends.tensorflow import native as tf_native
+
+    rng = np.random.default_rng(5)
+    sizes = None
+    for batch, length in [(1, 1), (2, 7), (1, 300), (3, 1)]:
+        x = rng.standard_normal((batch, 4, length, 16)).astype(np.float32)
+        positions = np.arange(4000, 4000 + length)
+        got = posenc.rope(tf.constant(x), tf.constant(positions), layout=layout).numpy()
+        np.testing.assert_allclose(got, posenc.rope(x.astype(np.float64), positions,
+                                                    layout=layout), atol=3e-6)
+        now = (tf_native._rotation.cache_info().currsize,
+               tf_native._phases_graph.cache_info().currsize)
+        assert sizes is None or now == sizes
+        sizes = now
