@@ -18,21 +18,30 @@ from .runner import Check
 
 GroupKey = tuple[str, str, str, str, str]
 
-# Rough seconds per check on a 2-core CPU machine, for balancing shards and the first estimate
-# (the progress line's ETA then follows the measured rate). Eager numbers are measured
-# (float64, 25 examples); compiled ones from torch float32 (each compiles afresh; the
-# first compilation of a process costs about 30 s more).
-_SECONDS = {
-    ("eager", "case"): 0.005, ("eager", "property"): 0.15, ("eager", "gradient"): 0.05,
-    ("compiled", "case"): 2.5, ("compiled", "property"): 4.0, ("compiled", "gradient"): 2.5,
+# Seconds per check on a 2-core CPU machine, cold caches, 25 Hypothesis examples, for
+# balancing shards and the ETA (which scales these by the measured rate): the means of an
+# exhaustive sixty-fourth of the plan and of every JAX and TensorFlow compiled property
+# (benchmarks/README.md, 2026-11-27), rounded. Keyed by backend, then by framework family
+# for backends wrapping a known one; unknown backends get _DEFAULT.
+_MEASURED: dict[tuple[str, str], dict[str, float]] = {
+    ("numpy", "eager"): {"case": 0.01, "property": 0.05, "gradient": 0.05},
+    ("torch", "eager"): {"case": 0.01, "property": 0.16, "gradient": 0.01},
+    ("torch", "compiled"): {"case": 3.2, "property": 9.0},
+    ("torch-layers", "compiled"): {"case": 5.0, "property": 4.5},
+    ("jax", "eager"): {"case": 0.42, "property": 0.33, "gradient": 1.5},
+    ("jax", "compiled"): {"case": 0.6, "property": 0.67},
+    ("jax-layers", "eager"): {"case": 2.9, "property": 2.25},
+    ("jax-layers", "compiled"): {"case": 1.1, "property": 1.5},
+    ("tensorflow", "eager"): {"case": 0.06, "property": 0.27, "gradient": 0.22},
+    ("tensorflow", "compiled"): {"case": 0.46, "property": 0.71},
+    ("keras-layers", "compiled"): {"case": 0.9, "property": 0.4},
 }
-# Relative cost of a framework family against NumPy in eager mode (dispatch overhead).
-_FAMILY_FACTOR = {"numpy": 1.0, "strict": 1.0, "torch": 2.0, "jax": 4.0, "tensorflow": 4.0}
+_DEFAULT = {"eager": {"case": 0.05, "property": 0.3, "gradient": 0.1},
+            "compiled": {"case": 2.5, "property": 4.0, "gradient": 2.5}}
 # Which framework a built-in backend runs on: one worker process holds one framework only
 # (array-api-strict wraps NumPy, so they share workers and save a process start).
-_WRAPPERS = {"torch-layers": "torch", "torch-triton": "torch", "jax-layers": "jax",
-             "keras-layers": "tensorflow"}
-_FAMILIES = {**_WRAPPERS, "strict": "numpy"}
+_FAMILIES = {"torch-layers": "torch", "torch-triton": "torch", "jax-layers": "jax",
+             "keras-layers": "tensorflow", "strict": "numpy"}
 
 
 def family(backend: str) -> str:
@@ -48,13 +57,13 @@ def check_cost(check: Check, max_examples: int = 25) -> float:
     """Estimated seconds for one check (capability checks cost nothing)."""
     if check.kind == "capability":
         return 0.0
-    seconds = _SECONDS.get((check.mode, check.kind), 0.5)
+    table = (_MEASURED.get((check.backend, check.mode))
+             or _MEASURED.get((family(check.backend), check.mode)) or _DEFAULT[check.mode])
+    seconds = table.get(check.kind, _DEFAULT[check.mode].get(check.kind, 0.5))
     if check.kind == "property":
-        seconds *= max(max_examples, 1) / 25
-    if check.mode == "eager":
-        seconds *= _FAMILY_FACTOR.get(check.backend, _FAMILY_FACTOR.get(family(check.backend), 2.0))
-    if check.backend in _WRAPPERS:  # layer and kernel backends add their own calls
-        seconds *= 1.5
+        share = max(max_examples, 1) / 25
+        # compiled properties pay mostly for compilations, which fewer examples barely reduce
+        seconds *= share if check.mode == "eager" else 0.5 + 0.5 * share
     return seconds
 
 

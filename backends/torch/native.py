@@ -69,7 +69,9 @@ class TorchNative(native.Native):
         return x.device  # direct: array-api-compat's helper warns under torch.compile
 
     def is_traced(self, x: Any) -> bool:
-        return bool(torch.compiler.is_compiling()) or type(x).__name__ == "FakeTensor"
+        # vmap's batched tensors have no values to read on the host, like a trace's
+        return bool(torch.compiler.is_compiling()) or type(x).__name__ == "FakeTensor" \
+            or _is_batched(x)
 
     def compiling(self) -> bool:
         return bool(torch.compiler.is_compiling())
@@ -185,5 +187,6 @@ def _rotate_into_new(head: Any, cos: Any, sin: Any, layout: str) -> Any:
 
 
 _is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_is_batched = torch._C._functorch.is_batchedtensor
 
 NATIVE = native.register(TorchNative())
