@@ -19,23 +19,23 @@ from .runner import Check
 GroupKey = tuple[str, str, str, str, str]
 
 # Seconds per check on a 2-core CPU machine, cold caches, 25 Hypothesis examples, for
-# balancing shards and the ETA (which scales these by the measured rate): the means of an
-# exhaustive sixty-fourth of the plan, of every JAX and TensorFlow property, and of the
-# standard tier's torch compiled cases (benchmarks/README.md, 2026-11-27), rounded. Keyed
-# by backend, then by framework family for backends wrapping a known one; unknown backends
-# get _DEFAULT.
+# balancing shards and the ETA (which scales these by the measured rate), rounded means
+# (benchmarks/README.md, 2026-11-27): cases and gradients from a cold standard-tier run (every
+# group, 9,760 checks), properties from every JAX and TensorFlow property of the exhaustive
+# plan and, for torch, from an exhaustive sixty-fourth of it. Keyed by backend, then by
+# framework family for backends wrapping a known one; unknown backends get _DEFAULT.
 _MEASURED: dict[tuple[str, str], dict[str, float]] = {
     ("numpy", "eager"): {"case": 0.01, "property": 0.05, "gradient": 0.05},
-    ("torch", "eager"): {"case": 0.01, "property": 0.16, "gradient": 0.01},
+    ("torch", "eager"): {"case": 0.005, "property": 0.13, "gradient": 0.01},
     ("torch", "compiled"): {"case": 2.8, "property": 9.0},
     ("torch-layers", "compiled"): {"case": 4.0, "property": 4.5},
-    ("jax", "eager"): {"case": 0.42, "property": 0.78, "gradient": 1.5},
-    ("jax", "compiled"): {"case": 0.6, "property": 0.7},
-    ("jax-layers", "eager"): {"case": 2.9, "property": 2.25},
-    ("jax-layers", "compiled"): {"case": 1.1, "property": 1.5},
-    ("tensorflow", "eager"): {"case": 0.06, "property": 0.19, "gradient": 0.22},
-    ("tensorflow", "compiled"): {"case": 0.46, "property": 0.8},
-    ("keras-layers", "compiled"): {"case": 0.9, "property": 0.4},
+    ("jax", "eager"): {"case": 0.13, "property": 0.78, "gradient": 0.5},
+    ("jax", "compiled"): {"case": 0.14, "property": 0.7},
+    ("jax-layers", "eager"): {"case": 0.41, "property": 2.25, "gradient": 1.1},
+    ("jax-layers", "compiled"): {"case": 0.19, "property": 1.5},
+    ("tensorflow", "eager"): {"case": 0.015, "property": 0.19, "gradient": 0.22},
+    ("tensorflow", "compiled"): {"case": 0.135, "property": 0.8},
+    ("keras-layers", "compiled"): {"case": 0.16, "property": 0.4},
 }
 _DEFAULT = {"eager": {"case": 0.05, "property": 0.3, "gradient": 0.1},
             "compiled": {"case": 2.5, "property": 4.0, "gradient": 2.5}}
