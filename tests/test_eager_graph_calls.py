@@ -59,15 +59,15 @@ def test_tensorflow_eager_agrees_with_tf_function(config: dict) -> None:
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_tensorflow_eager_graphs_are_one_per_signature(layout: str) -> None:
-    """The eager phases and rotation are one concrete graph function per layout, dtype, ranks
-    and width: new sequence lengths, batch sizes and positions build no new graph."""
+    """The eager phases and rotation are one concrete graph function per layout, dtype and
+    ranks: new widths, sequence lengths, batch sizes and positions build no new graph."""
     tf = pytest.importorskip("tensorflow")
     from posenc.backends.tensorflow import native as tf_native
 
     rng = np.random.default_rng(5)
     sizes = None
-    for batch, length in [(1, 1), (2, 7), (1, 300), (3, 1)]:
-        x = rng.standard_normal((batch, 4, length, 16)).astype(np.float32)
+    for batch, length, width in [(1, 1, 16), (2, 7, 16), (1, 300, 32), (3, 1, 8)]:
+        x = rng.standard_normal((batch, 4, length, width)).astype(np.float32)
         positions = np.arange(4000, 4000 + length)
         got = posenc.rope(tf.constant(x), tf.constant(positions), layout=layout).numpy()
         np.testing.assert_allclose(got, posenc.rope(x.astype(np.float64), positions,

@@ -60,6 +60,8 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = N
 
 
 def astype(x: tf.Tensor, dtype: Any, /, *, copy: Any = True, device: Any = None) -> tf.Tensor:
+    if x.dtype == dtype:  # tensors are immutable: the same one is as good as a copy
+        return x
     return tf.cast(x, dtype)
 
 

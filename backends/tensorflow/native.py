@@ -31,9 +31,8 @@ class TensorFlowNative(native.Native):
         return not tf.executing_eagerly()
 
     def position_extrema(self, positions: Any, floating: bool) -> Any | None:
-        # eager integer positions: one XLA call instead of three eager reductions. Float
-        # positions stay op by op: XLA's min and max may drop a NaN, and the error names it.
-        if floating or not tf.executing_eagerly():
+        # eager: one graph call instead of three or four eager reductions
+        if not tf.executing_eagerly():
             return None
         return _extrema_graph(positions.dtype.name, positions.shape.rank)(positions)
 
@@ -52,17 +51,19 @@ class TensorFlowNative(native.Native):
         if (not tf.executing_eagerly() or cos.shape.rank != sin.shape.rank
                 or not head.dtype == cos.dtype == sin.dtype):
             return None
-        return _rotation(layout, head.dtype.name, head.shape.rank, int(head.shape[-1]),
-                         cos.shape.rank)(head, cos, sin)
+        return _rotation(layout, head.dtype.name, head.shape.rank, cos.shape.rank)(head, cos, sin)
 
 
-# The eager graph functions are XLA-compiled concrete functions of fixed signatures (dtypes and
-# ranks known, every length unknown): one trace each, called through ConcreteFunction._call_flat
-# (TensorFlow's own call path, gradient tape included, minus the signature binding). Measured on
-# CPU, decode shapes: the phases cost 43 us a call this way, 346 us as a plain graph function
-# (TensorFlow's graph executor) and 1.8 ms op by op. XLA compiles once per new shape, as jax.jit
-# does in JAX's eager path.
-def _concrete(fn: Callable[..., Any], *signature: Any, xla: bool = True) -> Callable[..., Any]:
+# The eager graph functions are concrete functions of fixed signatures (dtypes and ranks
+# known, every length unknown): one trace each. They are called through
+# ConcreteFunction._call_flat, TensorFlow's own call path (gradient tape included) minus the
+# signature binding: a tf.function call spends about 0.4 ms matching its signature, more than
+# the graph it picks. The phases (and integer extrema) are XLA-compiled: 43 us a call against
+# 261 us in TensorFlow's graph executor (decode shapes, CPU), for one compilation per new
+# positions shape. The rotation is not: XLA may contract a product and a sum into one FMA, in
+# one rotary layout and not the other; the graph executor runs the eager kernels, with eager
+# mode's roundings.
+def _concrete(fn: Callable[..., Any], *signature: Any, xla: bool = False) -> Callable[..., Any]:
     graph = tf.function(fn, input_signature=list(signature), autograph=False,
                         jit_compile=xla).get_concrete_function()
     call_flat = getattr(graph, "_call_flat", None)
@@ -72,8 +73,8 @@ def _concrete(fn: Callable[..., Any], *signature: Any, xla: bool = True) -> Call
     return lambda *arrays: call_flat(list(arrays), captured)
 
 
-def _spec(dtype: str, rank: int, last: int | None = None) -> Any:
-    return tf.TensorSpec([None] * (rank - 1) + [last] if rank else [], dtype)
+def _spec(dtype: str, rank: int) -> Any:
+    return tf.TensorSpec([None] * rank, dtype)
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,36 +91,36 @@ def _limb_phases(positions: Any, limbs: Any) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _phases_graph(dtype: str, rank: int, compute: str) -> Any:
-    return _concrete(_limb_phases, _spec(dtype, rank), tf.TensorSpec([3, None], compute))
+    return _concrete(_limb_phases, _spec(dtype, rank), tf.TensorSpec([3, None], compute),
+                     xla=True)
 
 
 @functools.lru_cache(maxsize=64)
 def _extrema_graph(dtype: str, rank: int) -> Any:
     from . import array_api
 
-    return _concrete(lambda p: position_extrema(array_api, p, False), _spec(dtype, rank))
+    floating = tf.as_dtype(dtype).is_floating
+    # XLA for integers only: its min and max may drop a NaN, and the error names the NaN
+    return _concrete(lambda p: position_extrema(array_api, p, floating), _spec(dtype, rank),
+                     xla=not floating)
 
 
 @functools.lru_cache(maxsize=64)
-def _rotation(layout: str, dtype: str, rank: int, width: int, table_rank: int) -> Any:
-    """The eager rotation, per layout, dtype, ranks and rotary width. (Shape relaxation by
-    tf.function itself can reach an unknown rank, which the array-API code cannot slice.)
+def _rotation(layout: str, dtype: str, rank: int, table_rank: int) -> Any:
+    """The eager rotation, per layout, dtype and ranks (the widths are read at run time).
     Same operations and roundings as posenc.rotary.rotate."""
-    half = width // 2
 
     def rotate(head: Any, cos: Any, sin: Any) -> Any:
         if layout == "half":
+            half = tf.shape(head)[-1] // 2
             a, b = head[..., :half], head[..., half:]
             return (head * tf.concat([cos, cos], -1)
                     + tf.concat([-b, a], -1) * tf.concat([sin, sin], -1))
         a, b = head[..., 0::2], head[..., 1::2]
         return tf.reshape(tf.stack([a * cos - b * sin, b * cos + a * sin], -1), tf.shape(head))
 
-    table = _spec(dtype, table_rank, half)
-    # not XLA: it may contract a product and a sum into one FMA, in one layout and not the
-    # other (the layouts then differ in the last bit); TensorFlow's graph executor runs the
-    # eager kernels, with eager mode's roundings
-    return _concrete(rotate, _spec(dtype, rank, width), table, table, xla=False)
+    table = _spec(dtype, table_rank)
+    return _concrete(rotate, _spec(dtype, rank), table, table)
 
 
 NATIVE = native.register(TensorFlowNative())

@@ -171,19 +171,33 @@ def _rotate_into_new(head: Any, cos: Any, sin: Any, layout: str) -> Any:
     each half, with no concatenation afterwards (five passes over the head's size where the
     concatenating form makes seven), and the same roundings."""
     out = torch.empty(head.shape, dtype=head.dtype, device=head.device)
-    r = int(head.shape[-1])
-    if layout == "half":
-        a, b = head.split(r // 2, -1)
-        first, second = out.split(r // 2, -1)
-    else:
-        pairs, out_pairs = head.unflatten(-1, (r // 2, 2)), out.unflatten(-1, (r // 2, 2))
-        a, b = pairs[..., 0], pairs[..., 1]
-        first, second = out_pairs[..., 0], out_pairs[..., 1]
-    torch.mul(a, cos, out=first)
-    first.addcmul_(b, sin, value=-1)
-    torch.mul(b, cos, out=second)
-    second.addcmul_(a, sin)
+    rotate_into(head, out, cos, sin, int(head.shape[-1]), layout)
     return out
+
+
+def pair_views(t: Any, rd: int, layout: str) -> tuple[Any, Any]:
+    """The two members of every rotated pair of ``t[..., :rd]``, as views."""
+    if layout == "half":  # one split op for both halves
+        first, second = t.split(rd // 2, -1)[:2]
+        return first, second
+    return t[..., 0:rd:2], t[..., 1:rd:2]
+
+
+def rotate_into(x: Any, target: Any, cos: Any, sin: Any, rd: int, layout: str) -> None:
+    """``target[..., :rd]`` = ``x`` rotated by ``cos``/``sin`` (half width, x's dtype), the
+    rest copied; ``target`` may be ``x`` itself. Out= and in-place ops: eager only, no
+    autograd (:func:`out_ops_allowed`)."""
+    a, b = pair_views(x, rd, layout)
+    if target is x:
+        old_a = a.clone()  # the only temporary: half the rotated features
+        a.mul_(cos).addcmul_(b, sin, value=-1)
+        b.mul_(cos).addcmul_(old_a, sin)
+        return
+    ta, tb = pair_views(target, rd, layout)
+    torch.mul(a, cos, out=ta).addcmul_(b, sin, value=-1)
+    torch.mul(b, cos, out=tb).addcmul_(a, sin)
+    if rd < x.shape[-1]:
+        target[..., rd:].copy_(x[..., rd:])
 
 
 _is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor

@@ -18,6 +18,7 @@ from posenc.errors import ParameterError
 
 from . import native as torch_native
 from .memory import may_overlap, same_view
+from .native import pair_views
 
 __all__ = ["RotaryEmbedding", "check_pair", "rotary_factory"]
 
@@ -95,14 +96,14 @@ class RotaryEmbedding(nn.Module):
         """cos of the table's rows, ``[max_positions, rotary_dim / 2]`` (a view)."""
         if self.table is None:
             return None
-        return _pair_views(self.table[:, 0], self._schedule.rotary_dim, self._layout)[0]
+        return pair_views(self.table[:, 0], self._schedule.rotary_dim, self._layout)[0]
 
     @property
     def sin(self) -> torch.Tensor | None:
         """sin of the table's rows, ``[max_positions, rotary_dim / 2]`` (a view)."""
         if self.table is None:
             return None
-        return _pair_views(self.table[:, 1], self._schedule.rotary_dim, self._layout)[1]
+        return pair_views(self.table[:, 1], self._schedule.rotary_dim, self._layout)[1]
 
     @property
     def _layout(self) -> str:
@@ -226,7 +227,7 @@ class RotaryEmbedding(nn.Module):
                 outs, direct = tuple(torch.empty(x.shape, dtype=x.dtype, device=x.device)
                                      for x in xs), True
             if outs is not None and direct:
-                cos_h, sin_h = _pair_views(cos, rd, layout)[0], _pair_views(sin, rd, layout)[1]
+                cos_h, sin_h = pair_views(cos, rd, layout)[0], pair_views(sin, rd, layout)[1]
                 for x, target in zip(xs, outs, strict=True):
                     _rotate_into(x, target, cos_h, sin_h, rd, layout)
                 return outs[0] if k is None else outs
@@ -359,13 +360,6 @@ def _rotate_full(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rd: int,
     return out if rd == x.shape[-1] else torch.cat([out, x[..., rd:]], -1)
 
 
-def _pair_views(t: torch.Tensor, rd: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if layout == "half":  # one split op for both halves
-        first, second = t.split(rd // 2, -1)[:2]
-        return first, second
-    return t[..., 0:rd:2], t[..., 1:rd:2]
-
-
 def _rotate_into(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: int,
                  layout: str) -> None:
     """``target[..., :rd]`` = x rotated (``target`` may be ``x`` itself); the rest copied."""
@@ -374,17 +368,7 @@ def _rotate_into(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: 
         rotated = rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
         target.copy_(rotated)
         return
-    a, b = _pair_views(x, rd, layout)
-    if target is x:
-        old_a = a.clone()  # the only temporary: half the rotated features
-        a.mul_(cos).addcmul_(b, sin, value=-1)
-        b.mul_(cos).addcmul_(old_a, sin)
-        return
-    ta, tb = _pair_views(target, rd, layout)
-    torch.mul(a, cos, out=ta).addcmul_(b, sin, value=-1)
-    torch.mul(b, cos, out=tb).addcmul_(a, sin)
-    if rd < x.shape[-1]:
-        target[..., rd:].copy_(x[..., rd:])
+    torch_native.rotate_into(x, target, cos, sin, rd, layout)
 
 
 _HARNESS_TABLE = 4096  # rows of the harness's cos/sin tables; positions beyond use rope()
