@@ -47,6 +47,7 @@ def run(options: Options, args: argparse.Namespace, report_options: dict[str, An
     if part is not None:
         whole_plan, whole = checks, len(checks)
         checks = shard.select(checks, *part, max_examples=options.max_examples)
+        report_options["shard"] = {"index": part[0], "of": part[1], "plan_checks": whole}
         print(f"shard {part[0]}/{part[1]}: {len(checks)} of {whole} checks", file=sys.stderr)
         if not checks:
             print(f"shard {part[0]}/{part[1]} is empty: the plan has only "

@@ -65,6 +65,35 @@ def merge(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return _finish(sources, results)
 
 
+def check_shards(report: Mapping[str, Any], expected: int) -> None:
+    """Raise unless the report's sources are exactly shards 1..``expected`` of one plan: a
+    shard whose report went missing would otherwise leave its checks out of a green merge."""
+    if expected < 1:
+        raise PosencError(f"--expect-shards {expected}: must be at least 1")
+    seen: dict[int, list[str]] = {}
+    plans: set[tuple[int, Any]] = set()
+    for source in report["sources"]:
+        info = (source.get("options") or {}).get("shard")
+        if not info:
+            raise PosencError(f"report {source['name']!r} is not a shard (it was not run with "
+                              f"--shard K/{expected})")
+        seen.setdefault(int(info["index"]), []).append(source["name"])
+        plans.add((int(info["of"]), info.get("plan_checks")))
+    if len(plans) > 1:
+        shown = ", ".join(f"{of} shards of {n} checks" for of, n in sorted(plans, key=str))
+        raise PosencError(f"the shards come from different plans ({shown}): run every shard "
+                          "with the same options and backends")
+    (of, _), = plans
+    if of != expected:
+        raise PosencError(f"--expect-shards {expected}: the reports are shards of {of}")
+    missing = [k for k in range(1, expected + 1) if k not in seen]
+    twice = {k: names for k, names in seen.items() if len(names) > 1}
+    if missing or twice:
+        parts = ([f"missing shard(s) {', '.join(map(str, missing))}"] if missing else []) + [
+            f"shard {k} given twice ({', '.join(names)})" for k, names in sorted(twice.items())]
+        raise PosencError(f"--expect-shards {expected}: {'; '.join(parts)}")
+
+
 def combined_status(entries: list[Mapping[str, Any]]) -> str:
     """The status of one check id across sources: theirs when they agree, else 'conflict'."""
     statuses = {entry["status"] for entry in entries}
@@ -110,5 +139,5 @@ def as_results(report: Mapping[str, Any]) -> list[Any]:
                       e["kind"], e["name"])
         status = combined_status(entries)
         out.append(Result(check, "fail" if status == "conflict" else status,
-                          e.get("message") or ""))
+                          e.get("message") or "", seconds=float(e.get("seconds") or 0.0)))
     return out

@@ -115,15 +115,20 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 def _cmd_report_merge(args: argparse.Namespace) -> int:
     from posenc.conformance import html_report, merge
 
-    if not args.output and not args.html:
-        raise PosencError("report merge: give -o MERGED.json, --html PAGE.html or both")
+    if not (args.output or args.html or args.junit):
+        raise PosencError("report merge: give -o MERGED.json, --html PAGE.html, "
+                          "--junit PATH or several")
     merged = merge.merge(merge.load(Path(path)) for path in args.reports)
+    if args.expect_shards is not None:
+        merge.check_shards(merged, args.expect_shards)
     if args.output:
         merge.write(merged, Path(args.output))
     if args.html:
         html_report.write(merged, Path(args.html))
-    from posenc.conformance.report import matrix
+    from posenc.conformance.report import matrix, to_junit
 
+    if args.junit:
+        to_junit(merge.as_results(merged), Path(args.junit))
     print(matrix(merge.as_results(merged)))
     counts = ", ".join(f"{n} {s}" for s, n in sorted(merged["summary"].items()))
     print(f"merged {len(args.reports)} report(s), {len(merged['sources'])} run(s): "
@@ -272,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reports of `posenc conformance --json` or of an earlier merge")
     p.add_argument("-o", "--output", metavar="MERGED.json", help="write the merged JSON report")
     p.add_argument("--html", metavar="PAGE.html", help="write the merged report as an HTML page")
+    p.add_argument("--junit", metavar="PATH", help="write the merged results as JUnit XML (a "
+                   "conflict is a failure)")
+    p.add_argument("--expect-shards", metavar="N", type=int, help="refuse unless the reports "
+                   "are exactly shards 1..N of one plan (`--shard K/N` runs): a lost shard "
+                   "report is an error, not a smaller green matrix")
     p.set_defaults(func=_cmd_report_merge)
 
     p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
