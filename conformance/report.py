@@ -1,4 +1,5 @@
-"""Reporting conformance results: progress bar, encoding × backend matrix, JSON and JUnit files."""
+"""Reporting conformance results: encoding × backend matrix, JSON and JUnit files (the
+progress bar is conformance/progress.py)."""
 
 from __future__ import annotations
 
@@ -6,42 +7,16 @@ import contextlib
 import json
 import platform
 import sys
-import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from .runner import Check, Result
+from .runner import Result
 
 SKIPPED = ("unsupported", "xfail")
 LIFTED = ("params", "inputs")  # result details that are keys of a JSON result entry
-
-
-class Progress:
-    """A one-line progress bar on a terminal; a line every 10% elsewhere (CI logs)."""
-
-    def __init__(self, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.stream, self.width = stream, width
-        self.tty = stream.isatty()
-        self.start = time.perf_counter()
-        self._last_decile = -1
-
-    def __call__(self, done: int, total: int, check: Check | None) -> None:
-        frac = done / total if total else 1.0
-        filled = int(frac * self.width)
-        bar = "#" * filled + "." * (self.width - filled)
-        label = check.id if check is not None else "done"
-        line = f"[{bar}] {done}/{total} {time.perf_counter() - self.start:6.1f}s {label}"
-        if self.tty:
-            self.stream.write("\r" + line[:160].ljust(160))
-            if check is None:
-                self.stream.write("\n")
-        elif int(frac * 10) != self._last_decile or check is None:
-            self._last_decile = int(frac * 10)
-            self.stream.write(line + "\n")
-        self.stream.flush()
 
 
 def summary(results: Iterable[Result]) -> Counter[str]:

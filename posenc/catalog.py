@@ -8,19 +8,19 @@ from types import ModuleType
 from typing import Any
 
 from .errors import SpecError
-from .specs import Spec, load_all
+from .specs import Spec, Specs, load_all
 
 
-def specs() -> dict[str, Spec]:
+def specs() -> Specs:
+    """Every shipped spec by id; each look-up returns the caller's own copy."""
     return load_all()
 
 
 def spec_for_function(name: str) -> Spec | None:
     """The spec whose ``function:`` is ``name`` (None for helpers without a spec)."""
-    for spec in specs().values():
-        if spec.function == name:
-            return spec
-    return None
+    found = specs()
+    spec_id = found.id_of_function(name)
+    return None if spec_id is None else found[spec_id]
 
 
 def reference_module(spec: Spec) -> ModuleType:

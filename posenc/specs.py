@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -288,24 +289,67 @@ def spec_ids(directory: Path | None = None) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    blob: bytes  # the Spec, pickled: unpickling makes a caller's copy faster than deepcopy
+    function: str
+
+
 @cache
-def _load_cached(path: Path, mtime_ns: int) -> Spec:
-    return load_spec_file(path)
+def _parsed(path: Path, mtime_ns: int) -> _Parsed:
+    """One version of a spec file, read and validated once; callers get copies of it."""
+    spec = load_spec_file(path)
+    return _Parsed(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL), spec.function)
 
 
-def load_spec(spec_id: str, directory: Path | None = None) -> Spec:
-    """The validated spec named ``spec_id``."""
+def _cached(spec_id: str, directory: Path | None) -> _Parsed:
     directory = directory or spec_dir()
     path = directory / f"{spec_id}.yaml"
     if not path.is_file():
         known = ", ".join(spec_ids(directory)) or "none"
         raise SpecError(f"no spec {spec_id!r} in {directory} (known: {known})")
-    return _load_cached(path, path.stat().st_mtime_ns)
+    return _parsed(path, path.stat().st_mtime_ns)
 
 
-def load_all(directory: Path | None = None) -> dict[str, Spec]:
-    """Every spec in ``directory``, by id."""
-    return {i: load_spec(i, directory) for i in spec_ids(directory)}
+def load_spec(spec_id: str, directory: Path | None = None) -> Spec:
+    """The validated spec named ``spec_id``, the caller's own: a file is parsed once per
+    version, and every call returns a copy, so a caller changing its spec's dicts or lists
+    changes no other caller's."""
+    spec: Spec = pickle.loads(_cached(spec_id, directory).blob)
+    return spec
+
+
+class Specs(Mapping[str, Spec]):
+    """Validated specs by id; each look-up returns a copy of its own, as :func:`load_spec`
+    does (made on demand: asking for one spec copies only that one)."""
+
+    def __init__(self, parsed: dict[str, _Parsed]) -> None:
+        self._parsed = parsed
+
+    def __getitem__(self, spec_id: str) -> Spec:
+        spec: Spec = pickle.loads(self._parsed[spec_id].blob)
+        return spec
+
+    def __contains__(self, spec_id: object) -> bool:
+        return spec_id in self._parsed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parsed)
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    def __repr__(self) -> str:
+        return f"Specs({', '.join(self._parsed)})"
+
+    def id_of_function(self, function: str) -> str | None:
+        """The first spec (by id) whose ``function:`` is ``function``, without copying any."""
+        return next((i for i, p in self._parsed.items() if p.function == function), None)
+
+
+def load_all(directory: Path | None = None) -> Specs:
+    """Every spec in ``directory``, by id (each validated now, each copied when read)."""
+    return Specs({i: _cached(i, directory) for i in spec_ids(directory)})
 
 
 def resolve_params(spec: Spec, params: Mapping[str, Any]) -> dict[str, Any]:

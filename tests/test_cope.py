@@ -17,7 +17,7 @@ from posenc.backends import get_backend
 from posenc.catalog import specs
 from posenc.conformance import Options, run
 from posenc.errors import ParameterError
-from posenc.reference.cope import _cope
+from posenc.reference.cope import cope_variant
 from posenc.specs import resolve_params
 
 from .host_reads import spy_host_reads
@@ -213,8 +213,8 @@ def _broken(**bug: Any) -> Any:
             causal = bug["causal"]
         knobs = {key: value for key, value in bug.items() if key not in ("causal", "gates")}
         gate_mask = None if bug.get("gates") == "unmasked" else key_mask
-        out = _cope(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal,
-                    key_mask=gate_mask, **knobs)
+        out = cope_variant(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal,
+                           key_mask=gate_mask, **knobs)
         if key_mask is not None:  # the term still 0 on padding: only the gates are wrong
             real = np.asarray(key_mask)
             out = out * real.reshape(real.shape[0], *([1] * (out.ndim - 2)), real.shape[1])

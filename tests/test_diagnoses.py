@@ -311,14 +311,14 @@ def test_a_diagnosis_that_raises_leaves_the_failure_a_failure(monkeypatch) -> No
 def test_alibi_queries_from_zero_equals_the_first_rows_of_the_square_bias() -> None:
     """The transform reads rows by distance (no k_len × k_len square); on small sizes it must
     equal the first q_len rows of the reference's square bias, bit for bit."""
-    from posenc import diagnoses
+    from posenc.diagnoses.alibi import queries_from_zero
     from posenc.reference.alibi import alibi_bias
 
     for form in ("causal", "symmetric", "key_only"):
         for heads, q_len, k_len in [(3, 2, 5), (12, 5, 5), (5, 1, 1), (4, 3, 9)]:
             params = dict(num_heads=heads, q_len=q_len, k_len=k_len, form=form, max_bias=8.0,
                           head_dim=None)
-            fast = diagnoses._alibi_queries_from_zero(lambda **p: alibi_bias(**p), {}, params)
+            fast = queries_from_zero(lambda **p: alibi_bias(**p), {}, params)
             square = np.asarray(alibi_bias(**{**params, "q_len": k_len}))
             expected = square if form == "key_only" else square[:, :q_len]
             assert fast.shape == expected.shape and np.array_equal(fast, expected), params

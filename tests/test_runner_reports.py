@@ -141,3 +141,10 @@ def test_compiled_cases_keeps_the_first_golden_cases_in_compiled_mode_only() -> 
     assert len(by_mode["eager"]) == len(spec.cases)
     compiled_properties = [c for c in checks if c.mode == "compiled" and c.kind == "property"]
     assert len(compiled_properties) == len(spec.properties)
+
+
+def test_the_progress_bar_has_one_home() -> None:
+    """conformance.progress draws the bar the runner shows; report.py had a second, unused one."""
+    from posenc.conformance import progress, report
+
+    assert hasattr(progress, "Progress") and not hasattr(report, "Progress")

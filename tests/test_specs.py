@@ -4,7 +4,9 @@ comments and formatting."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -148,3 +150,50 @@ def test_a_mapping_parameter_without_a_checker_fails_the_spec(tmp_path: Path) ->
     with pytest.raises(SpecError, match=r"parameters\.extra: a mapping-valued parameter needs a "
                                         r"checker"):
         load_spec_file(_write(tmp_path, "rope", text))
+
+
+def _scribble(spec: Any) -> None:
+    """Change every kind of dict and list a spec holds, as a careless caller might."""
+    spec.data["title"] = "scribbled"
+    spec.data["cases"].clear()
+    spec.parameters["base"]["default"] = -1.0
+    spec.cases[0].params["layout"] = "scribbled"
+    spec.cases[0].inputs.clear()
+    spec.tolerances["scribbled"] = {}
+    spec.properties[0].params["scribbled"] = 1
+    spec.diagnoses[0].params["scribbled"] = 1
+
+
+def test_a_caller_changing_its_spec_changes_no_one_else_s(tmp_path: Path) -> None:
+    """load_spec and load_all hand out copies of the cached spec: a caller writing into one
+    leaves the next caller's (and the cache's) intact."""
+    from posenc.specs import load_all, load_spec
+
+    (tmp_path / "rope.yaml").write_text(_rope_text())
+    pristine = load_spec_file(tmp_path / "rope.yaml")
+    assert pristine.cases[0].params.get("layout") != "scribbled" and pristine.diagnoses
+
+    _scribble(load_spec("rope", tmp_path))
+    _scribble(load_all(tmp_path)["rope"])
+    for _, spec in load_all(tmp_path).items():
+        _scribble(spec)
+    for again in (load_spec("rope", tmp_path), load_all(tmp_path)["rope"]):
+        assert again == pristine  # dataclass equality: every field, nested dicts included
+
+
+def test_specs_are_parsed_once_per_file_version(tmp_path: Path, monkeypatch: Any) -> None:
+    """The copies come from a cache: a second load reads no YAML; an edited file is read again."""
+    import posenc.specs as specs_module
+
+    path = tmp_path / "rope.yaml"
+    path.write_text(_rope_text())
+    reads: list[Path] = []
+    real = specs_module.load_spec_file
+    monkeypatch.setattr(specs_module, "load_spec_file", lambda p: reads.append(p) or real(p))
+    first = specs_module.load_spec("rope", tmp_path)
+    assert specs_module.load_all(tmp_path)["rope"] == first and len(reads) == 1
+    path.write_text(_rope_text().replace("title:", "title: edited", 1))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert specs_module.load_spec("rope", tmp_path).title.startswith("edited")
+    assert len(reads) == 2
+    assert "rope" in specs_module.load_all(tmp_path) and len(reads) == 2

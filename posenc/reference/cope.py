@@ -2,8 +2,8 @@
 with ``g_it = sigmoid(scale · q_i·k_t)``, and the positional logit ``q_i · E[p_ij]``
 interpolated linearly between the integer rows of ``E``.
 
-Written for clarity, one (query, key) pair at a time. The keyword-only knobs of :func:`_cope`
-past ``causal`` are the known porting bugs the spec's diagnoses evaluate.
+Written for clarity, one (query, key) pair at a time. The keyword-only knobs of
+:func:`cope_variant` past ``causal`` are the known porting bugs the spec's diagnoses evaluate.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 
 
 def cope(q, k, pos_emb, key_mask=None, *, npos_max, scale, causal):
-    return _cope(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal,
-                 key_mask=key_mask)
+    return cope_variant(q, k, pos_emb, npos_max=npos_max, scale=scale, causal=causal,
+                        key_mask=key_mask)
 
 
 def _sigmoid(x: float) -> float:
@@ -25,8 +25,8 @@ def _sigmoid(x: float) -> float:
     return z / (1.0 + z)
 
 
-def _cope(q, k, pos_emb, *, npos_max, scale, causal, key_mask=None, count="to_query",
-          clamp=True, swap_weights=False):
+def cope_variant(q, k, pos_emb, *, npos_max, scale, causal, key_mask=None, count="to_query",
+                 clamp=True, swap_weights=False):
     """``count``: ``"to_query"`` sums the gates of keys j..i (the spec); ``"from_start"`` sums
     keys 0..j (a forward cumulative sum). ``clamp=False`` reads rows at or beyond ``npos_max``
     as 0 (a gather that fills out-of-range indices with zeros). ``swap_weights`` gives the

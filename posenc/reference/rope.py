@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..errors import ParameterError
 from ._rope_schedules import frequencies, kind, rotary_width
 
 
@@ -29,10 +30,29 @@ def _schedule(x, positions, rotary_dim, base, scaling, seq_len):
     return rd, thetas, attention
 
 
+def _positions(x, positions):
+    """``positions`` as an array of one position per row of x: ``[seq]``, or ``[batch, seq]``
+    with x ``[batch, ..., seq, dim]``; arange(seq) when omitted."""
+    seq = x.shape[-2]
+    if positions is None:
+        return np.arange(seq)
+    positions = np.asarray(positions)
+    if positions.ndim == 1 and positions.shape[0] == seq:
+        return positions
+    if positions.ndim == 2 and x.ndim >= 3 and positions.shape == (x.shape[0], seq):
+        return positions
+    length = positions.shape[-1] if positions.ndim else None
+    raise ParameterError(
+        f"positions has length {length} (shape {positions.shape}) but x has seq = {seq} (shape "
+        f"{x.shape}): positions must be [seq] = [{seq}] or [batch, seq] = [{x.shape[0]}, {seq}] "
+        "(batched needs x of rank 3 or more)")
+
+
 def rope(x, positions, *, base, layout, rotary_dim, scaling, seq_len):
     x = np.asarray(x, dtype=np.float64)
+    positions = None if positions is None else _positions(x, positions)
     rd, thetas, attention = _schedule(x, positions, rotary_dim, base, scaling, seq_len)
-    positions = np.arange(x.shape[-2]) if positions is None else np.asarray(positions)
+    positions = _positions(x, positions)
     out = x.copy()
     for idx in np.ndindex(x.shape[:-1]):
         s = idx[-1]

@@ -1,5 +1,5 @@
-"""Diagnosis transforms of CoPE (the reference's private variants): registered into
-:data:`posenc.diagnoses.TRANSFORMS`."""
+"""Transforms of CoPE (``cope``): the reference's own bug knobs (:func:`cope_variant`) and the
+gates of padded keys counted."""
 
 from __future__ import annotations
 
@@ -7,23 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from .diagnoses import Arrays, Reference, Transform
+from ..reference.cope import cope_variant
+from .base import Arrays, Reference, Transform, register
 
 
 def _variant(**bug: Any) -> Any:
     def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
-        from .reference.cope import _cope
-
-        return _cope(inputs["q"], inputs["k"], inputs["pos_emb"], **params,
-                     key_mask=inputs.get("key_mask"), **bug)
+        return cope_variant(inputs["q"], inputs["k"], inputs["pos_emb"], **params,
+                            key_mask=inputs.get("key_mask"), **bug)
     return apply
 
 
 def _padded_gates_counted(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
     """Every key's gate counted, the term still 0 on the padded keys."""
-    from .reference.cope import _cope
-
-    out = _cope(inputs["q"], inputs["k"], inputs["pos_emb"], **params)
+    out = cope_variant(inputs["q"], inputs["k"], inputs["pos_emb"], **params)
     if inputs.get("key_mask") is None:
         return out
     real = np.asarray(inputs["key_mask"], dtype=bool)
@@ -34,17 +31,17 @@ def _padded_gates_counted(ref: Reference, inputs: Arrays, params: dict[str, Any]
 
 _INPUTS = ("q", "k", "pos_emb")
 
-TRANSFORMS: dict[str, Transform] = {
-    "cope_count_from_start": Transform(
+register(
+    cope_count_from_start=Transform(
         "positions summed over keys 0..j", _variant(count="from_start"), inputs=_INPUTS,
         modules=("cope",)),
-    "cope_positions_not_clamped": Transform(
+    cope_positions_not_clamped=Transform(
         "positions unclamped, rows past the table read 0", _variant(clamp=False),
         inputs=_INPUTS, modules=("cope",)),
-    "cope_interpolation_weights_swapped": Transform(
+    cope_interpolation_weights_swapped=Transform(
         "p − ⌊p⌋ on the floor row", _variant(swap_weights=True), inputs=_INPUTS,
         modules=("cope",)),
-    "cope_padded_gates_counted": Transform(
+    cope_padded_gates_counted=Transform(
         "the gates of padded keys counted", _padded_gates_counted,
         inputs=(*_INPUTS, "key_mask"), modules=("cope",)),
-}
+)

@@ -1,6 +1,6 @@
-"""Diagnosis transforms of M-RoPE's section orderings (ERNIE 4.5-VL, Bailing, HunYuan XD-RoPE):
-the usual port bugs, each evaluated only on cases of its ordering (elsewhere the reference's
-own output, which the harness then ignores). Registered into :data:`posenc.diagnoses.TRANSFORMS`."""
+"""Transforms of M-RoPE's section orderings (``mrope``: ERNIE 4.5-VL, Bailing, HunYuan
+XD-RoPE): the usual port bugs, each evaluated only on cases of its ordering (elsewhere the
+reference's own output, which the harness then ignores)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from .diagnoses import Arrays, Reference, Transform, _call
+from ..reference.mrope import resolve_ordering
+from .base import Arrays, Reference, Transform, call, register
 
 
 def _resolved(params: dict[str, Any]) -> tuple[str, list[int], dict[str, Any]]:
     """(ordering, sections, params with the ordering and sections explicit and the config's
     ordering keys dropped)."""
-    from .reference.mrope import resolve_ordering
-
     cfg = dict(params.get("scaling") or {})
     ordering = resolve_ordering(params["ordering"], params["interleaved"], cfg)
     sections = list(params["sections"] or cfg.get("mrope_section") or cfg["xdrope_section"])
@@ -31,8 +30,8 @@ def _as_contiguous(*orderings: str) -> Any:
     def apply(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
         ordering, _, plain = _resolved(params)
         if ordering not in orderings:
-            return _call(ref, inputs, params)
-        return _call(ref, inputs, {**plain, "ordering": "contiguous"})
+            return call(ref, inputs, params)
+        return call(ref, inputs, {**plain, "ordering": "contiguous"})
     return apply
 
 
@@ -41,7 +40,7 @@ def _section_order_swapped(ref: Reference, inputs: Arrays, params: dict[str, Any
     sections, t takes the first section's count at the tail), or the other way round."""
     ordering, sections, plain = _resolved(params)
     if ordering not in ("ernie", "bailing"):
-        return _call(ref, inputs, params)
+        return call(ref, inputs, params)
     s0, s1, s2 = sections
     if ordering == "ernie":  # [h, w, t] read as [t, h, w]: t = s0, spatial = s1 + s2
         t, spatial = s0, s1 + s2
@@ -49,7 +48,7 @@ def _section_order_swapped(ref: Reference, inputs: Arrays, params: dict[str, Any
         t, spatial = s2, s0 + s1
     if spatial % 2:
         raise ValueError("the misread sections give an odd spatial count")  # not this bug
-    return _call(ref, inputs, {**plain, "ordering": "ernie",
+    return call(ref, inputs, {**plain, "ordering": "ernie",
                                "sections": [spatial // 2, spatial // 2, t]})
 
 
@@ -57,23 +56,23 @@ def _rows_h_w_swapped(ref: Reference, inputs: Arrays, params: dict[str, Any]) ->
     """Rows 1 and 2 exchanged: h and w (XD-RoPE: width and height, built in Qwen's t, h, w
     order)."""
     positions = np.asarray(inputs["positions"])
-    return _call(ref, {**inputs, "positions": positions[[0, 2, 1, *range(3, len(positions))]]},
+    return call(ref, {**inputs, "positions": positions[[0, 2, 1, *range(3, len(positions))]]},
                  params)
 
 
-TRANSFORMS: dict[str, Transform] = {
-    "mrope_ernie_bailing_as_qwen2_vl": Transform(
+register(
+    mrope_ernie_bailing_as_qwen2_vl=Transform(
         "the config's sections as Qwen2-VL's contiguous runs", _as_contiguous("ernie", "bailing"),
         params=("sections", "ordering", "interleaved", "scaling"), modules=("mrope",)),
-    "mrope_xdrope_as_vllm": Transform(
+    mrope_xdrope_as_vllm=Transform(
         "xdrope_section runs over the r/2 frequencies (ordering contiguous)",
         _as_contiguous("xdrope"), params=("sections", "ordering", "interleaved", "scaling"),
         modules=("mrope",)),
-    "mrope_section_order_swapped": Transform(
+    mrope_section_order_swapped=Transform(
         "ERNIE's [h, w, t] sections read as [t, h, w] (Bailing's order), or Bailing's as ERNIE's",
         _section_order_swapped, params=("sections", "ordering", "interleaved", "scaling"),
         modules=("mrope",)),
-    "mrope_rows_h_w_swapped": Transform(
+    mrope_rows_h_w_swapped=Transform(
         "position rows 1 and 2 exchanged", _rows_h_w_swapped, inputs=("positions",),
         modules=("mrope",)),
-}
+)
