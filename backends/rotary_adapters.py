@@ -31,6 +31,7 @@ from .adapter_base import (
     to_numpy,
     unsupported_values,
 )
+from .pairing import declare_pairing, own_pairing
 
 ROPE_PARAMS = ("base", "layout", "rotary_dim", "scaling", "seq_len")
 _DEFAULTS = {"base": 10000.0, "layout": "half", "rotary_dim": None, "scaling": None,
@@ -88,7 +89,8 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
     """``fn(q, k, cos, sin) -> (q, k)`` (transformers' ``apply_rotary_pos_emb``), checked on
     rope: posenc supplies cos and sin and ``fn`` rotates.
 
-    ``layout``: how ``fn`` pairs features (others are out of its scope). ``cos_sin``:
+    ``layout``: how ``fn`` pairs features (calls in the other pairing reach it through the
+    feature permutation of :mod:`posenc.backends.pairing`). ``cos_sin``:
     ``"full"`` (``[..., rotary_dim]``, duplicated as ``layout`` pairs, as transformers) or
     ``"half"`` (``[..., rotary_dim/2]``). ``args``: what ``fn`` takes, in order (``q``, ``k``,
     ``x`` for one tensor, ``cos``, ``sin``); ``kwargs``: fixed extra arguments. ``x_layout``:
@@ -138,7 +140,8 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
         cos, sin = xp.astype(cos, dtype), xp.astype(sin, dtype)
         if cos_layout == "sw":
             if int(cos.shape[0]) != 1:
-                raise ParameterError("batched positions: cos_layout='sw' has no batch axis")
+                out_of_scope("batched positions: it takes cos/sin as [seq, width] "
+                             "(cos_layout='sw'), without a batch axis")
             cos, sin = cos[0, ...], sin[0, ...]
         shape = tuple(int(n) for n in x.shape)
         lead = shape[:-2]
@@ -163,7 +166,8 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
 
     call.posenc_supplies = (f"cos/sin from posenc's {source} "  # type: ignore[attr-defined]
                             f"({'NumPy float64' if source == 'reference' else 'exact phases'})")
-    return Adapter("rope", call, label, scope, framework, supplies=call.posenc_supplies)
+    return declare_pairing(Adapter("rope", call, label, scope, framework,
+                                   supplies=call.posenc_supplies), layout)
 
 
 # -- a cos/sin cache builder ------------------------------------------------------------------
@@ -192,7 +196,8 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
                   max_length: int | None = None, framework: str = "torch",
                   label: str | None = None) -> Adapter:
     """A cos/sin cache builder ``fn(...) -> (cos, sin)``, checked on rope: posenc rotates x with
-    what it returns (in float32, float64 for float64 x) in ``layout``.
+    what it returns (in float32, float64 for float64 x) in ``layout``, the pairing its tables
+    are laid out for (calls in the other pairing go through the feature permutation).
 
     ``fn`` takes, under its own names (``names``), any of: ``positions`` (the positions; with
     ``batched_positions`` always ``[batch, seq]``) or ``length`` (a table for positions
@@ -216,6 +221,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
         raise ParameterError(f"{label} takes neither positions nor length: map one, e.g. "
                              "names={'length': 'seq_len'}")
     declared = unsupported_values(unsupported, ROPE_PARAMS, "rope")
+    own_pairing("rope", layout, declared, False, label)  # not also scoped out
     taken = {"base", "scaling", "seq_len"} & set(passed)
 
     def scope(params: dict[str, Any]) -> str | None:
@@ -293,7 +299,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
             cos, sin = cos[0, ...], sin[0, ...]
         return _rotate(xp, x, cos, sin, layout)
 
-    return Adapter("rope", call, label, scope, framework)
+    return declare_pairing(Adapter("rope", call, label, scope, framework), layout)
 
 
 # -- a frequency function ---------------------------------------------------------------------
