@@ -337,3 +337,15 @@ def own_pairing(function: str, layout: str | None, unsupported: Mapping[str, Any
     if layout not in PAIRINGS:
         raise ParameterError(f"layout={layout!r}: a pairing is one of {', '.join(PAIRINGS)}")
     return layout
+
+
+def converting(function: str, fn: Callable[..., Any], layout: str) -> Callable[..., Any]:
+    """A Backend override with posenc's signature for ``function`` (``"rope"``, ...) that is
+    fixed at pairing ``layout``: every call reaches it in ``layout``, the others through the
+    feature permutation (``overrides={"rope": converting("rope", my_rope, "half")}``). The
+    Backend's own ``scope`` is still asked with each call's own layout: leave layout out of it."""
+    own_pairing(function, layout, {}, False, getattr(fn, "__name__", function))
+    conversion = Conversion(function, layout)
+    wrapped = conversion.wrap(fn)
+    wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]
+    return wrapped
