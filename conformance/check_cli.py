@@ -83,6 +83,13 @@ def _implementation(args: argparse.Namespace) -> Any:
     target = load_object(args.target, what="function")
     names = pairs(args.map, "--map", parse=False)
     unsupported = pairs(args.unsupported, "--unsupported", parse=True)
+    prebuilt = isinstance(target, Backend | adapters.Adapter)
+    if (args.layout or args.axes) and (prebuilt or args.adapter in ("frequencies",
+                                                                    "alibi-tensor")):
+        raise ParameterError("--layout/--axes declare a rotary function's conventions (--adapter "
+                             "function, apply or cache), not those of " + (
+                                 "an adapter or Backend object" if prebuilt
+                                 else f"--adapter {args.adapter}"))
     if isinstance(target, Backend | adapters.Adapter):
         return target
     if not callable(target) and not (args.adapter == "frequencies" and isinstance(target, dict)):

@@ -188,3 +188,8 @@ def test_cli_declares_the_pairing_of_a_function(tmp_path: Any, capsys: Any) -> N
     found = re.search(r"(\d+) of (\d+) checks in scope", out)
     assert found and found[1] == found[2], out
     assert "converted (" in out and "unsupported" not in out
+    code = main(["check", "rope", f"{tmp_path}/meta_rope.py:rope", "--layout", "interleaved",
+                 "--unsupported", "layout=half"])
+    err = capsys.readouterr().err
+    assert code == 2 and "layout='interleaved' declares its pairing" in err
+    assert "layout='half' out of its scope" in err
