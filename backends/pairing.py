@@ -111,17 +111,21 @@ class Conversion:
     function: str
     layout: str
     converted: set[str] = field(default_factory=set)
+    # read from the spec once: a call under a compiler (torch.compile) reads no files
+    default_layout: str = field(init=False)
+    inputs: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        spec = _spec_of(self.function)
+        self.default_layout = str(spec.defaults().get("layout"))
+        self.inputs = tuple(i.name for i in spec.inputs)
 
     @property
     def rotary(self) -> Rotary:
         return ROTARY[self.function]
 
-    @property
-    def spec(self) -> Any:
-        return _spec_of(self.function)
-
     def case_layout(self, params: Mapping[str, Any]) -> str:
-        return str(params.get("layout", self.spec.defaults().get("layout")))
+        return str(params.get("layout", self.default_layout))
 
     def take_log(self) -> str | None:
         """How the calls since the last take ran, for a result's details (None: directly)."""
@@ -174,7 +178,7 @@ class Conversion:
 
     # -- the wrapped call -------------------------------------------------------------------
     def wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
-        inputs = [i.name for i in self.spec.inputs]
+        inputs = self.inputs
 
         def converted(*positional: Any, **values: Any) -> Any:
             values = {**dict(zip(inputs, positional, strict=False)), **values}
