@@ -323,9 +323,10 @@ def own_pairing(function: str, layout: str | None, unsupported: Mapping[str, Any
     has no pairing). A pairing declared and also scoped out is a ParameterError naming both."""
     layouts = pairing_layouts(function)
     if layout is None:
-        if not layouts or takes_layout or "layout" in unsupported:
-            return None
-        return str(_spec_of(function).defaults().get("layout"))
+        default = str(_spec_of(function).defaults().get("layout"))
+        if not layouts or takes_layout or "layout" in unsupported or default not in PAIRINGS:
+            return None  # MLA's default deinterleave is no pairing of its own to convert to
+        return default
     if "layout" in unsupported:
         values = unsupported["layout"]
         shown = ", ".join(f"layout={v!r}" for v in (

@@ -134,6 +134,8 @@ def test_a_pairing_declared_and_scoped_out_is_a_parameter_error() -> None:
     with pytest.raises(ParameterError, match=r"layout='half'.*layout='interleaved'"):
         adapters.cos_sin_cache(lambda length, dim: None, unsupported={"layout": "interleaved"},
                                layout="half")
+    fixed = adapters.function("mla_rope", lambda q, k_rot, positions=None: (q, k_rot, 1.0))
+    assert not hasattr(fixed.call, "posenc_pairing")  # deinterleave: called as it is
     with pytest.raises(ParameterError, match="no pairing to convert"):
         adapters.function("alibi_slopes", lambda num_heads: [1.0], layout="interleaved")
     with pytest.raises(ParameterError, match="conventions"):
