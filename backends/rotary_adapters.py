@@ -138,16 +138,26 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
             cos, sin = _full_width(xp, cos, layout), _full_width(xp, sin, layout)
         dtype = x.dtype if cos_dtype is None else getattr(xp, cos_dtype)
         cos, sin = xp.astype(cos, dtype), xp.astype(sin, dtype)
-        if cos_layout == "sw":
-            if int(cos.shape[0]) != 1:
-                out_of_scope("batched positions: it takes cos/sin as [seq, width] "
-                             "(cos_layout='sw'), without a batch axis")
-            cos, sin = cos[0, ...], sin[0, ...]
         shape = tuple(int(n) for n in x.shape)
         lead = shape[:-2]
         x4 = xp.reshape(x, (lead[0] if lead else 1, math.prod(lead[1:]), *shape[-2:]))
         if x_layout == "bshd":
             x4 = xp.permute_dims(x4, (0, 2, 1, 3))
+        if cos_layout == "bsw":
+            out = rotate(xp, x4, cos, sin)
+        elif int(cos.shape[0]) == 1:
+            out = rotate(xp, x4, cos[0, ...], sin[0, ...])
+        elif int(cos.shape[0]) == int(x4.shape[0]):  # [seq, width] tables: a call per batch row
+            out = xp.concat([rotate(xp, x4[b:b + 1, ...], cos[b, ...], sin[b, ...])
+                             for b in range(int(x4.shape[0]))], axis=0)
+        else:
+            out_of_scope("batched positions: it takes cos/sin as [seq, width] "
+                         "(cos_layout='sw'), without a batch axis")
+        if x_layout == "bshd":
+            out = xp.permute_dims(out, (0, 2, 1, 3))
+        return xp.reshape(out, shape)
+
+    def rotate(xp: Any, x4: Any, cos: Any, sin: Any) -> Any:
         given = {"q": x4, "k": x4, "x": x4, "cos": cos, "sin": sin}
         result = fn(*(given[name] for name in args), **extra)
         out = result[0] if isinstance(result, tuple | list) else result
@@ -160,9 +170,7 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
                 raise AdapterOutputError(
                     f"{label} rotated k differently from q (the same tensor, the same cos/sin):"
                     f" max difference {float(diff):.3e}")
-        if x_layout == "bshd":
-            out = xp.permute_dims(out, (0, 2, 1, 3))
-        return xp.reshape(out, shape)
+        return out
 
     call.posenc_supplies = (f"cos/sin from posenc's {source} "  # type: ignore[attr-defined]
                             f"({'NumPy float64' if source == 'reference' else 'exact phases'})")
