@@ -37,7 +37,7 @@ from .adapter_base import (
     out_of_scope,
     unsupported_values,
 )
-from .pairing import declare_axes, declare_pairing, own_pairing
+from .pairing import declare_axes, declare_pairing, own_pairing, pairing_parameter
 from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function
 
 __all__ = ["ANY", "Adapter", "AdapterOutputError", "alibi_tensor", "apply_rotary", "as_backend",
@@ -80,9 +80,10 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     declared = unsupported_values(unsupported, spec.parameters, encoding)
     defaults = spec.defaults()
     passed = {n: names.get(n, n) for n in known if signature.accepts(names.get(n, n))}
-    pairing = own_pairing(spec.function, layout, declared, "layout" in passed, label)
+    key = pairing_parameter(spec.function)[0]  # layout (ggml: mode)
+    pairing = own_pairing(spec.function, layout, declared, key in passed, label)
     if pairing is not None:  # the pairing fn is fixed at: the others are converted to it
-        defaults["layout"] = pairing
+        defaults[key] = pairing_parameter(spec.function, pairing)[1]
     missing = [i.name for i in spec.inputs if not i.optional and i.name not in passed]
     if missing:
         raise ParameterError(f"{label} takes no {missing[0]!r} (the input of {encoding}); map "

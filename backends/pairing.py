@@ -77,6 +77,17 @@ class Rotary:
     outputs: tuple[int, ...] | None
     width: Callable[[int, Mapping[str, Any], Mapping[str, tuple[int, ...]]], int]
     rope_slice: str = "first"
+    # the parameter that says the pairing, and its values that are one (others: no pairing)
+    parameter: str = "layout"
+    values: Mapping[str, str] | None = None
+
+    def pairing(self, value: Any) -> Any:
+        return self.values.get(value, value) if self.values is not None else value
+
+    def value(self, pairing: str) -> Any:
+        if self.values is None:
+            return pairing
+        return next(v for v, p in self.values.items() if p == pairing)
 
 
 ROTARY: dict[str, Rotary] = {
@@ -86,6 +97,9 @@ ROTARY: dict[str, Rotary] = {
     "axial_rope": Rotary(("x",), None, _axial_width),
     "dual_chunk_attention": Rotary(("q", "k"), (0, 1, 2, 3), lambda d, p, s: _partial_width(d, p)),
     "mla_rope": Rotary(("q", "k_rot"), (0, 1), lambda d, p, s: s["k_rot"][-1], "last"),
+    # ggml: NORMAL pairs (2i, 2i+1), NEOX (i, i + n_dims/2); its other modes are not pairings
+    "ggml_rope": Rotary(("x",), None, lambda d, p, s: int(p.get("n_dims") or d),
+                        parameter="mode", values={"normal": "interleaved", "neox": "half"}),
 }
 
 
@@ -94,13 +108,23 @@ def _spec_of(function: str) -> Any:
 
 
 def pairing_layouts(function: str) -> tuple[str, ...]:
-    """The layouts of ``function``'s ``layout`` parameter when it is a pairing posenc converts
-    (empty otherwise)."""
+    """The pairings of ``function``'s pairing parameter (``layout``; ggml's ``mode``) when
+    posenc converts them (empty otherwise)."""
     if function not in ROTARY:
         return ()
-    layout = _spec_of(function).parameters.get("layout") or {}
-    enum = tuple(layout.get("enum", ()))
+    rotary = ROTARY[function]
+    declared = _spec_of(function).parameters.get(rotary.parameter) or {}
+    enum = tuple(rotary.pairing(v) for v in declared.get("enum", ()))
     return enum if set(PAIRINGS) <= set(enum) else ()
+
+
+def pairing_parameter(function: str, pairing: str | None = None) -> tuple[str, Any]:
+    """The parameter and value that say ``pairing`` to ``function`` (``("mode", "neox")``;
+    ``("layout", None)`` for an encoding without one)."""
+    rotary = ROTARY.get(function)
+    if rotary is None:
+        return "layout", None
+    return rotary.parameter, rotary.value(pairing) if pairing is not None else None
 
 
 @dataclass
@@ -117,7 +141,7 @@ class Conversion:
 
     def __post_init__(self) -> None:
         spec = _spec_of(self.function)
-        self.default_layout = str(spec.defaults().get("layout"))
+        self.default_layout = str(self.rotary.pairing(spec.defaults().get(self.rotary.parameter)))
         self.inputs = tuple(i.name for i in spec.inputs)
 
     @property
@@ -125,7 +149,15 @@ class Conversion:
         return ROTARY[self.function]
 
     def case_layout(self, params: Mapping[str, Any]) -> str:
-        return str(params.get("layout", self.default_layout))
+        """The pairing a call asks for (another mode than a pairing as it is)."""
+        if self.rotary.parameter not in params:
+            return self.default_layout
+        return str(self.rotary.pairing(params[self.rotary.parameter]))
+
+    @property
+    def own(self) -> dict[str, Any]:
+        """The parameter that calls the implementation in its own pairing."""
+        return {self.rotary.parameter: self.rotary.value(self.layout)}
 
     def take_log(self) -> str | None:
         """How the calls since the last take ran, for a result's details (None: directly)."""
@@ -193,7 +225,7 @@ class Conversion:
                 if name in shapes:
                     values[name] = _gather_all(values[name], self.inputs_to_own(
                         case, shapes[name][-1], width))
-            result = call(**{**values, "layout": self.layout})
+            result = call(**{**values, **self.own})
             return self._back(result, case, width)
 
         return converted
@@ -232,7 +264,7 @@ class Conversion:
                    if n in self.rotary.inputs and v is not None else v)
                for n, v in inputs.items()}
         back = self.outputs_to_own(case, int(np.shape(output)[-1]), width)
-        return {**params, "layout": self.layout}, own, lambda out: _np_gather(out, back)
+        return {**params, **self.own}, own, lambda out: _np_gather(out, back)
 
 
 def _gather_all(value: Any, gathers: list[list[int]]) -> Any:
@@ -267,7 +299,7 @@ def declare_pairing(adapter: Adapter, layout: str) -> Adapter:
         if inner_scope is None:
             return None
         if conversion.case_layout(params) in _IN:
-            params = {**params, "layout": layout}
+            params = {**params, **conversion.own}
         return inner_scope(params)
 
     wrapped = conversion.wrap(inner)
@@ -322,14 +354,17 @@ def own_pairing(function: str, layout: str | None, unsupported: Mapping[str, Any
     else the spec's default when it takes no ``layout`` (None: it takes both, or the encoding
     has no pairing). A pairing declared and also scoped out is a ParameterError naming both."""
     layouts = pairing_layouts(function)
+    if not layouts and layout is None:
+        return None
+    parameter = ROTARY[function].parameter if layouts else "layout"
     if layout is None:
-        default = str(_spec_of(function).defaults().get("layout"))
-        if not layouts or takes_layout or "layout" in unsupported or default not in PAIRINGS:
+        default = str(ROTARY[function].pairing(_spec_of(function).defaults().get(parameter)))
+        if takes_layout or parameter in unsupported or default not in PAIRINGS:
             return None  # MLA's default deinterleave is no pairing of its own to convert to
         return default
-    if "layout" in unsupported:
-        values = unsupported["layout"]
-        shown = ", ".join(f"layout={v!r}" for v in (
+    if parameter in unsupported:
+        values = unsupported[parameter]
+        shown = ", ".join(f"{parameter}={v!r}" for v in (
             values if isinstance(values, list | tuple | set) else [values]))
         raise ParameterError(
             f"{label}: layout={layout!r} declares its pairing, and unsupported declares "
