@@ -3,11 +3,13 @@
 A rotary implementation fixed at one pairing (interleaved ``(2i, 2i+1)``: RoFormer, GPT-J,
 Meta's Llama, torchtune; half ``(i, i + r/2)``: GPT-NeoX, transformers) computes the other
 pairing exactly once its rotary features are permuted on the way in and back on the way out:
-``rope(x, layout="half") == H⁻¹ · rope_interleaved(H · x)`` with ``H`` the static gather of
-:func:`posenc.encodings.qk_permutation.qk_permutation_indices` over the rotary width (partial
-rotary included). :func:`declare_pairing` wraps an adapter so that every case and property of
-an encoding with a ``layout`` parameter runs on it: cases in its own pairing directly, the
-others through the permutation, which each result records (``pairing`` in its details).
+``rope(x, layout="half") == H · rope_interleaved(H⁻¹ · x)``, ``H`` the static gather from
+interleaved into half order over the rotary width (partial rotary included), as
+:func:`posenc.encodings.qk_permutation.qk_permutation_indices` computes it.
+:func:`declare_pairing` wraps an adapter so that every case and property of an encoding with
+a pairing parameter (``layout``; ggml_rope's ``normal``/``neox`` modes) runs on it: calls in
+its own pairing directly, the others through the permutation, which each result records
+(``pairing`` in its details).
 
 The same for the axis order of ``x``: :func:`declare_axes` hands an implementation written for
 ``[batch, seq, heads, dim]`` its input in that order and transposes its output back.
