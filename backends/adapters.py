@@ -37,6 +37,7 @@ from .adapter_base import (
     out_of_scope,
     unsupported_values,
 )
+from .pairing import declare_axes, declare_pairing, own_pairing, pairing_parameter
 from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function
 
 __all__ = ["ANY", "Adapter", "AdapterOutputError", "alibi_tensor", "apply_rotary", "as_backend",
@@ -55,7 +56,8 @@ def _spec(encoding: str) -> Any:
 
 def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | None = None,
              unsupported: Mapping[str, Any] | None = None, *, framework: str | None = None,
-             dtypes: tuple[str, ...] | None = None, label: str | None = None) -> Adapter:
+             dtypes: tuple[str, ...] | None = None, label: str | None = None,
+             layout: str | None = None, axes: str = "bhsd") -> Adapter:
     """``fn`` as the implementation of spec ``encoding``'s function, called by keyword with the
     inputs and parameters it takes. ``names`` maps posenc's names to ``fn``'s (``{"base":
     "theta", "positions": "position_ids"}``); a name ``fn`` does not take is not passed, and a
@@ -63,7 +65,11 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     parameter -> value(s) ``fn`` does not cover (``ANY``: every value but the default). A
     ``dtype`` for functions without array inputs is passed when ``fn`` takes one; otherwise
     host values it returns (lists, NumPy) are converted to it, and arrays are checked in the
-    dtype they come in (see :func:`as_backend`)."""
+    dtype they come in (see :func:`as_backend`). ``layout``: the pairing ``fn`` is fixed at
+    (``"interleaved"``, ``"half"``) for an encoding with a pairing ``layout`` parameter; calls
+    in the other pairing reach ``fn`` permuted (:mod:`posenc.backends.pairing`); a ``fn`` that
+    takes no ``layout`` is fixed at the spec's default. ``axes="bshd"``: ``fn`` takes ``x`` as
+    ``[batch, seq, heads, dim]``."""
     spec = _spec(encoding)
     label = label or label_of(fn)
     inputs = [i.name for i in spec.inputs]
@@ -74,6 +80,10 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     declared = unsupported_values(unsupported, spec.parameters, encoding)
     defaults = spec.defaults()
     passed = {n: names.get(n, n) for n in known if signature.accepts(names.get(n, n))}
+    key = pairing_parameter(spec.function)[0]  # layout (ggml: mode)
+    pairing = own_pairing(spec.function, layout, declared, key in passed, label)
+    if pairing is not None:  # the pairing fn is fixed at: the others are converted to it
+        defaults[key] = pairing_parameter(spec.function, pairing)[1]
     missing = [i.name for i in spec.inputs if not i.optional and i.name not in passed]
     if missing:
         raise ParameterError(f"{label} takes no {missing[0]!r} (the input of {encoding}); map "
@@ -122,8 +132,11 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
         raise ParameterError(f"{label}: no golden case of {encoding} in its scope ran, so its "
                              "framework cannot be told from its result: give framework=")
 
-    return Adapter(spec.function, call, label, scope, framework, dtypes,
-                   probe=probe if not spec.inputs else None)
+    adapter = Adapter(spec.function, call, label, scope, framework, dtypes,
+                      probe=probe if not spec.inputs else None)
+    if pairing is not None:
+        adapter = declare_pairing(adapter, pairing)
+    return declare_axes(adapter, axes)
 
 
 def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str, Any],

@@ -31,6 +31,7 @@ from .adapter_base import (
     to_numpy,
     unsupported_values,
 )
+from .pairing import declare_pairing, own_pairing
 
 ROPE_PARAMS = ("base", "layout", "rotary_dim", "scaling", "seq_len")
 _DEFAULTS = {"base": 10000.0, "layout": "half", "rotary_dim": None, "scaling": None,
@@ -88,7 +89,8 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
     """``fn(q, k, cos, sin) -> (q, k)`` (transformers' ``apply_rotary_pos_emb``), checked on
     rope: posenc supplies cos and sin and ``fn`` rotates.
 
-    ``layout``: how ``fn`` pairs features (others are out of its scope). ``cos_sin``:
+    ``layout``: how ``fn`` pairs features (calls in the other pairing reach it through the
+    feature permutation of :mod:`posenc.backends.pairing`). ``cos_sin``:
     ``"full"`` (``[..., rotary_dim]``, duplicated as ``layout`` pairs, as transformers) or
     ``"half"`` (``[..., rotary_dim/2]``). ``args``: what ``fn`` takes, in order (``q``, ``k``,
     ``x`` for one tensor, ``cos``, ``sin``); ``kwargs``: fixed extra arguments. ``x_layout``:
@@ -136,15 +138,26 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
             cos, sin = _full_width(xp, cos, layout), _full_width(xp, sin, layout)
         dtype = x.dtype if cos_dtype is None else getattr(xp, cos_dtype)
         cos, sin = xp.astype(cos, dtype), xp.astype(sin, dtype)
-        if cos_layout == "sw":
-            if int(cos.shape[0]) != 1:
-                raise ParameterError("batched positions: cos_layout='sw' has no batch axis")
-            cos, sin = cos[0, ...], sin[0, ...]
         shape = tuple(int(n) for n in x.shape)
         lead = shape[:-2]
         x4 = xp.reshape(x, (lead[0] if lead else 1, math.prod(lead[1:]), *shape[-2:]))
         if x_layout == "bshd":
             x4 = xp.permute_dims(x4, (0, 2, 1, 3))
+        if cos_layout == "bsw":
+            out = rotate(xp, x4, cos, sin)
+        elif int(cos.shape[0]) == 1:
+            out = rotate(xp, x4, cos[0, ...], sin[0, ...])
+        elif int(cos.shape[0]) == int(x4.shape[0]):  # [seq, width] tables: a call per batch row
+            out = xp.concat([rotate(xp, x4[b:b + 1, ...], cos[b, ...], sin[b, ...])
+                             for b in range(int(x4.shape[0]))], axis=0)
+        else:
+            out_of_scope("batched positions: it takes cos/sin as [seq, width] "
+                         "(cos_layout='sw'), without a batch axis")
+        if x_layout == "bshd":
+            out = xp.permute_dims(out, (0, 2, 1, 3))
+        return xp.reshape(out, shape)
+
+    def rotate(xp: Any, x4: Any, cos: Any, sin: Any) -> Any:
         given = {"q": x4, "k": x4, "x": x4, "cos": cos, "sin": sin}
         result = fn(*(given[name] for name in args), **extra)
         out = result[0] if isinstance(result, tuple | list) else result
@@ -157,13 +170,12 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
                 raise AdapterOutputError(
                     f"{label} rotated k differently from q (the same tensor, the same cos/sin):"
                     f" max difference {float(diff):.3e}")
-        if x_layout == "bshd":
-            out = xp.permute_dims(out, (0, 2, 1, 3))
-        return xp.reshape(out, shape)
+        return out
 
     call.posenc_supplies = (f"cos/sin from posenc's {source} "  # type: ignore[attr-defined]
                             f"({'NumPy float64' if source == 'reference' else 'exact phases'})")
-    return Adapter("rope", call, label, scope, framework, supplies=call.posenc_supplies)
+    return declare_pairing(Adapter("rope", call, label, scope, framework,
+                                   supplies=call.posenc_supplies), layout)
 
 
 # -- a cos/sin cache builder ------------------------------------------------------------------
@@ -192,7 +204,8 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
                   max_length: int | None = None, framework: str = "torch",
                   label: str | None = None) -> Adapter:
     """A cos/sin cache builder ``fn(...) -> (cos, sin)``, checked on rope: posenc rotates x with
-    what it returns (in float32, float64 for float64 x) in ``layout``.
+    what it returns (in float32, float64 for float64 x) in ``layout``, the pairing its tables
+    are laid out for (calls in the other pairing go through the feature permutation).
 
     ``fn`` takes, under its own names (``names``), any of: ``positions`` (the positions; with
     ``batched_positions`` always ``[batch, seq]``) or ``length`` (a table for positions
@@ -216,6 +229,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
         raise ParameterError(f"{label} takes neither positions nor length: map one, e.g. "
                              "names={'length': 'seq_len'}")
     declared = unsupported_values(unsupported, ROPE_PARAMS, "rope")
+    own_pairing("rope", layout, declared, False, label)  # not also scoped out
     taken = {"base", "scaling", "seq_len"} & set(passed)
 
     def scope(params: dict[str, Any]) -> str | None:
@@ -293,7 +307,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
             cos, sin = cos[0, ...], sin[0, ...]
         return _rotate(xp, x, cos, sin, layout)
 
-    return Adapter("rope", call, label, scope, framework)
+    return declare_pairing(Adapter("rope", call, label, scope, framework), layout)
 
 
 # -- a frequency function ---------------------------------------------------------------------

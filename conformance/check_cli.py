@@ -28,8 +28,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a parameter value the function does not cover, written as in a spec "
                         "(layout=interleaved; '*' for every value but the default); such "
                         "checks report unsupported (repeatable)")
-    p.add_argument("--layout", choices=["half", "interleaved"], default="half",
-                   help="apply/cache: how the function pairs features (default half)")
+    p.add_argument("--layout", choices=["half", "interleaved"],
+                   help="the pairing the function is fixed at (every adapter; apply/cache "
+                        "default half, function: the spec's default unless it takes layout); "
+                        "cases in the other pairing run through the feature permutation")
+    p.add_argument("--axes", choices=["bhsd", "bshd"],
+                   help="x as [batch, heads, seq, dim] (default) or [batch, seq, heads, dim] "
+                        "(function; apply: the same as --x-layout)")
     p.add_argument("--cos-sin", choices=["full", "half"], default="full",
                    help="apply/cache: cos/sin of the rotary width (full, transformers) or half")
     p.add_argument("--x-layout", choices=["bhsd", "bshd"], default="bhsd",
@@ -78,6 +83,13 @@ def _implementation(args: argparse.Namespace) -> Any:
     target = load_object(args.target, what="function")
     names = pairs(args.map, "--map", parse=False)
     unsupported = pairs(args.unsupported, "--unsupported", parse=True)
+    prebuilt = isinstance(target, Backend | adapters.Adapter)
+    if (args.layout or args.axes) and (prebuilt or args.adapter in ("frequencies",
+                                                                    "alibi-tensor")):
+        raise ParameterError("--layout/--axes declare a rotary function's conventions (--adapter "
+                             "function, apply or cache), not those of " + (
+                                 "an adapter or Backend object" if prebuilt
+                                 else f"--adapter {args.adapter}"))
     if isinstance(target, Backend | adapters.Adapter):
         return target
     if not callable(target) and not (args.adapter == "frequencies" and isinstance(target, dict)):
@@ -87,12 +99,13 @@ def _implementation(args: argparse.Namespace) -> Any:
         raise ParameterError(f"--adapter {args.adapter} takes no --map or --unsupported (its "
                              "scope follows from what it is given: see --layout, --partial)")
     if args.adapter == "apply":
-        return adapters.apply_rotary(target, layout=args.layout, cos_sin=args.cos_sin,
+        return adapters.apply_rotary(target, layout=args.layout or "half", cos_sin=args.cos_sin,
                                      args=tuple(a.strip() for a in args.args.split(",")),
-                                     x_layout=args.x_layout, cos_layout=args.cos_layout,
+                                     x_layout=args.axes or args.x_layout,
+                                     cos_layout=args.cos_layout,
                                      partial=args.partial, **framework)
     if args.adapter == "cache":
-        return adapters.cos_sin_cache(target, names, unsupported, layout=args.layout,
+        return adapters.cos_sin_cache(target, names, unsupported, layout=args.layout or "half",
                                       width=args.cos_sin, **framework)
     if args.adapter == "frequencies":
         return adapters.frequency_function(target, label=args.target.rpartition(":")[2],
@@ -100,7 +113,8 @@ def _implementation(args: argparse.Namespace) -> Any:
     if args.adapter == "alibi-tensor":
         return adapters.alibi_tensor(target, **framework)
     return adapters.function(args.encoding, target, names, unsupported,
-                             framework=args.framework)
+                             framework=args.framework, layout=args.layout,
+                             axes=args.axes or "bhsd")
 
 
 def main(args: argparse.Namespace) -> int:

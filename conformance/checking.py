@@ -72,6 +72,11 @@ class CheckReport:
         supplied = {r.details["posenc_supplies"] for r in self.results
                     if r.details.get("posenc_supplies")}
         parts += [f"  posenc supplies: {text}" for text in sorted(supplied)]
+        converted: dict[str, int] = {}
+        for r in self.results:
+            if r.details.get("pairing") and r.status != "unsupported":
+                converted[r.details["pairing"]] = converted.get(r.details["pairing"], 0) + 1
+        parts += [f"  converted ({n}): {text}" for text, n in sorted(converted.items())]
         reasons = sorted(self.unsupported.items(), key=lambda item: -item[1])
         shown = reasons if verbose else reasons[:8]
         parts += [f"  unsupported ({n}): {reason}" for reason, n in shown]
@@ -95,7 +100,13 @@ class CheckReport:
 
 def _backend(implementation: Any, encoding: str | None, names: Mapping[str, str] | None,
              unsupported: Mapping[str, Any] | None, framework: str | None,
-             dtypes: Iterable[str] | None, name: str | None, compiled: bool) -> Backend:
+             dtypes: Iterable[str] | None, name: str | None, compiled: bool,
+             conventions: Mapping[str, Any]) -> Backend:
+    if conventions and (not callable(implementation) or isinstance(
+            implementation, Backend | adapters.Adapter | list | tuple)):
+        raise ParameterError(f"{', '.join(conventions)} declare a function's conventions: give "
+                             "them to the adapter's constructor (e.g. adapters.apply_rotary(fn, "
+                             "layout=...))")
     if isinstance(implementation, Backend):
         if names or unsupported:
             raise ParameterError("names/unsupported apply to a function, not a Backend "
@@ -115,7 +126,7 @@ def _backend(implementation: Any, encoding: str | None, names: Mapping[str, str]
             raise ParameterError("check(fn): say which encoding fn implements, e.g. "
                                  "check(my_rope, 'rope')")
         adapter = adapters.function(encoding, implementation, names, unsupported,
-                                    framework=framework)
+                                    framework=framework, **conventions)
         return adapters.as_backend(adapter, name=name, framework=framework, dtypes=dtypes,
                                    compiled=compiled)
     raise ParameterError(f"check: {implementation!r} is not a function, an adapter or a Backend")
@@ -128,7 +139,8 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
           modes: Iterable[str] = ("eager",), device: str = "cpu", max_examples: int = 25,
           cases: bool = True, properties: bool = True, gradients: bool = True,
           expectations: Mapping[str, str] | None = None, skip: Iterable[str] = (),
-          name: str | None = None, named: str | Iterable[str] | None = None) -> CheckReport:
+          name: str | None = None, named: str | Iterable[str] | None = None,
+          layout: str | None = None, axes: str | None = None) -> CheckReport:
     """Check one implementation against the spec(s) it provides.
 
     ``implementation``: a function with its own signature (give ``encoding``; ``names`` maps
@@ -137,6 +149,9 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     :mod:`posenc.backends.adapters` (``apply_rotary``, ``frequency_function``,
     ``cos_sin_cache``, ``alibi_tensor``, ...), a list of adapters, or a Backend.
     ``encoding``: the spec to run (default: every spec whose function it provides).
+    ``layout``: the pairing a function is fixed at (``"interleaved"``: every case and property
+    in the other pairing runs on it through the feature permutation, and says so); ``axes``:
+    ``"bshd"`` for a function taking ``x`` as ``[batch, seq, heads, dim]``.
     ``modes``: ``eager`` (default) and/or ``compiled`` (the framework's compile hook around
     the function). ``named``: model name(s) from :mod:`posenc.dialects.named`: run only the
     golden cases holding those models' published configurations (conformance/named.py).
@@ -146,8 +161,9 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     ``print(report)`` shows coverage, grade, failures with their diagnoses and the summary.
     """
     modes = list(modes)
+    conventions = {k: v for k, v in (("layout", layout), ("axes", axes)) if v is not None}
     backend = _backend(implementation, encoding, names, unsupported, framework, dtypes, name,
-                       compiled="compiled" in modes)
+                       compiled="compiled" in modes, conventions=conventions)
     if encoding is not None:
         encodings = [encoding]
     else:

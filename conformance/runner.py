@@ -13,8 +13,10 @@ import numpy as np
 
 from posenc.backends import get_backend, installed_backends
 from posenc.backends.backend import FLOAT_DTYPES, Backend
+from posenc.backends.pairing import conversion_of
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
+from posenc.golden import GoldenCase
 
 from . import comparisons, grading, messages, scope, selection, tiers
 from .case_scale import case_scale
@@ -217,6 +219,8 @@ class Runner:
                 backend, spec, spec.properties[check.property_index].name)):
             return Result(check, "unsupported", why)
         ctx: Context | None = None
+        if pairing := conversion_of(backend, spec.function):
+            pairing.take_log()  # what this check's calls convert, recorded with its result
         try:
             self._enter(backend)
             if check.device not in backend.devices():
@@ -254,6 +258,8 @@ class Runner:
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result = messages.failure(Result(check, "error", text), ctx, exc)
         result.provided_by = who
+        if pairing and (converted := pairing.take_log()):
+            result.details["pairing"] = converted
         if supplied := scope.posenc_supplies(backend, spec.function):
             result.details.setdefault("posenc_supplies", supplied)
         return result
@@ -278,8 +284,28 @@ class Runner:
             exc.details.update(how)
             self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
                                     angle_bound=case.angle_bound)
+            if not exc.details.get("diagnosis"):
+                self._explain_in_own_pairing(exc, ctx, case, actual, scale)
             raise
         return how
+
+    def _explain_in_own_pairing(self, exc: CheckFailure, ctx: Context, case: GoldenCase,
+                                actual: np.ndarray, scale: float) -> None:
+        """A case that ran through the pairing permutation, diagnosed as the implementation met
+        it (a layout swap shows as one only in its own pairing)."""
+        pairing = conversion_of(ctx.backend, ctx.spec.function)
+        own = pairing.in_own_pairing(case.params, case.inputs, case.output) if pairing else None
+        if own is None:
+            return
+        params, inputs, to_own = own
+        seen = GoldenCase(f"{case.name} [{pairing.layout}]", params, inputs,
+                          to_own(case.output), case.angle_bound)
+        self._diagnoser.explain(exc, ctx.spec, seen, to_own(actual), ctx.tol, scale=scale,
+                                angle_bound=case.angle_bound)
+        if exc.details.get("diagnosis"):
+            exc.details["diagnosis"]["pairing"] = pairing.layout
+            exc.add_note(f"(named on the case as the implementation ran it: features permuted "
+                         f"into its {pairing.layout} pairing, layout={pairing.layout!r})")
 
     def close(self) -> None:
         self._stack.close()

@@ -64,3 +64,26 @@ def test_the_guides_pytest_command_runs(tmp_path) -> None:
                           cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "14 passed, 42 skipped" in proc.stdout
+
+
+def test_the_guides_converted_pairing_runs_the_interleaved_cases(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    import dataclasses
+    import importlib
+
+    from posenc.catalog import specs
+    from posenc.conformance import check
+
+    (tmp_path / "my_backend.py").write_text(_block("# my_backend.py", "python"))
+    (tmp_path / "my_backend_converted.py").write_text(
+        _block("# my_backend_converted.py", "python"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = dataclasses.replace(importlib.import_module("my_backend_converted").BACKEND,
+                                  dtypes=("float32",))
+    keep = {"interleaved_default_positions", "negative_positions", "half_default_positions"}
+    report = check(backend, "rope", properties=False, gradients=False,
+                   precision="conventional", skip=[f"*/case:{c.name}" for c in
+                                                   specs()["rope"].cases if c.name not in keep])
+    assert report.passed and report.in_scope == 3, report.text()
+    converted = {r.check.name for r in report.results if r.details.get("pairing")}
+    assert converted == {"interleaved_default_positions", "negative_positions"}

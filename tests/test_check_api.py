@@ -58,9 +58,10 @@ def test_a_rope_function_with_its_own_names_passes_in_its_scope() -> None:
     assert passed and all(r.provided_by == "backend" for r in passed)
     assert any(r.check.name == "llama_head_dim_128" for r in passed)  # base=500000 -> theta
     reasons = " | ".join(report.unsupported)
-    assert "it takes no 'layout'" in reasons
-    assert any("it takes no 'layout' (layout='interleaved')" in r.message
-               for r in _results_of(report, "unsupported"))
+    # it takes no layout: fixed at half, the interleaved checks run through the permutation
+    assert any(r.check.name == "interleaved_default_positions" and r.details.get("pairing")
+               for r in passed)
+    assert "converted (" in report.text() and "layout" not in reasons
     assert "it takes no 'scaling'" in reasons and "it takes no 'rotary_dim'" in reasons
     assert 0 < report.in_scope < len(report.results)
 
@@ -100,7 +101,8 @@ def test_apply_rotary_with_posenc_cos_sin() -> None:
         assert all(source in r.details["posenc_supplies"] for r in passed)
         assert f"posenc supplies: cos/sin from posenc's {source}" in report.text()
         reasons = " | ".join(report.unsupported)
-        assert "it pairs features as layout='half', not 'interleaved'" in reasons
+        assert any(r.check.name == "interleaved_default_positions" for r in passed)
+        assert "layout" not in reasons
         assert "partial rotary" in reasons
 
 
@@ -133,7 +135,11 @@ def test_half_width_cos_sin_in_the_interleaved_layout() -> None:
     report = check(adapter, properties=False, **FAST)
     assert not report.failed, report.text()
     names = {r.check.name for r in _results_of(report, "pass")}
-    assert "interleaved_default_positions" in names and "half_default_positions" not in names
+    assert "interleaved_default_positions" in names and "half_default_positions" in names
+    converted = {r.check.name for r in report.results if r.details.get("pairing")}
+    assert "half_default_positions" in converted
+    assert "interleaved_default_positions" not in converted
+    assert "batched_left_padding" in names  # [seq, width] tables: one call per batch row
 
 
 def _default_frequencies(config: Any, device: Any = None, seq_len: Any = None) -> Any:
@@ -175,8 +181,7 @@ def test_cos_sin_cache_builder() -> None:
     report = check(adapters.cos_sin_cache(_cache, max_length=1 << 18), **FAST)
     assert not report.failed, report.text()
     assert _results_of(report, "pass")
-    assert any("its tables pair features as layout='half', not 'interleaved'" in reason
-               for reason in report.unsupported)
+    assert any(r.details.get("pairing") for r in _results_of(report, "pass"))
     assert any("is beyond its table (max_length=262144)" in reason
                for reason in report.unsupported)
 
@@ -318,7 +323,7 @@ def test_cli_check_a_function_from_a_file_path_and_from_the_current_directory(tm
             str(tmp_path / "r.json")]
     proc = run_cli("check", "rope", f"{tmp_path}/porter_rope.py:my_rope", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "grade: exact" in proc.stdout and "it takes no 'layout'" in proc.stdout
+    assert "grade: exact" in proc.stdout and "converted (" in proc.stdout
     assert "base=500000.0 is declared unsupported" in proc.stdout
     import json
 
