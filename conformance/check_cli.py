@@ -26,9 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "base=theta, positions=position_ids (repeatable)")
     p.add_argument("--unsupported", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter value the function does not cover, written as in a spec "
-                        "(layout=interleaved; '*' for every value but the default); such "
-                        "checks report unsupported (repeatable)")
-    p.add_argument("--layout", choices=["half", "interleaved"], default="half",
+                        "(layout=interleaved; base=[10, 500000.0] for several; '*' for every "
+                        "value but the default); NAME may look into a dict "
+                        "(scaling.rope_type=ntk, or rope_type=ntk at any depth) or be an "
+                        "input's number of axes (positions.ndim=2: 1-D positions only). Decided "
+                        "on the effective value: a check leaving the parameter out has the "
+                        "spec's default. Such checks report unsupported (repeatable)")
+    p.add_argument("--layout", choices=["half", "interleaved"], default=None,
                    help="apply/cache: how the function pairs features (default half)")
     p.add_argument("--cos-sin", choices=["full", "half"], default="full",
                    help="apply/cache: cos/sin of the rotary width (full, transformers) or half")
@@ -73,6 +77,7 @@ def pairs(items: list[str], flag: str, parse: bool) -> dict[str, Any]:
 
 def _implementation(args: argparse.Namespace) -> Any:
     from posenc.backends import adapters, load_object
+    from posenc.backends.adapter_base import check_pairing, unsupported_values
     from posenc.backends.backend import Backend
 
     target = load_object(args.target, what="function")
@@ -86,19 +91,27 @@ def _implementation(args: argparse.Namespace) -> Any:
     if args.adapter in ("apply", "frequencies", "alibi-tensor") and (names or unsupported):
         raise ParameterError(f"--adapter {args.adapter} takes no --map or --unsupported (its "
                              "scope follows from what it is given: see --layout, --partial)")
+    if args.layout is not None and "layout" in unsupported:
+        check_pairing(args.layout, unsupported_values({"layout": unsupported["layout"]},
+                                                      ["layout"], args.encoding),
+                      f"--layout {args.layout}")
+    layout = args.layout or "half"
     if args.adapter == "apply":
-        return adapters.apply_rotary(target, layout=args.layout, cos_sin=args.cos_sin,
+        return adapters.apply_rotary(target, layout=layout, cos_sin=args.cos_sin,
                                      args=tuple(a.strip() for a in args.args.split(",")),
                                      x_layout=args.x_layout, cos_layout=args.cos_layout,
                                      partial=args.partial, **framework)
     if args.adapter == "cache":
-        return adapters.cos_sin_cache(target, names, unsupported, layout=args.layout,
+        return adapters.cos_sin_cache(target, names, unsupported, layout=layout,
                                       width=args.cos_sin, **framework)
     if args.adapter == "frequencies":
         return adapters.frequency_function(target, label=args.target.rpartition(":")[2],
                                            **framework)
     if args.adapter == "alibi-tensor":
         return adapters.alibi_tensor(target, **framework)
+    if args.encoding in ("t5_bucket", "deberta_bucket"):
+        return adapters.bucket_function(target, names, unsupported, encoding=args.encoding,
+                                        framework=args.framework)
     return adapters.function(args.encoding, target, names, unsupported,
                              framework=args.framework)
 
