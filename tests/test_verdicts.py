@@ -275,3 +275,41 @@ def test_selectors_reach_any_depth_and_sets_of_values() -> None:
     assert selects("t5_[bc]*[num_buckets in [32, 64]]",
                    Check("b", "cpu", "float32", "eager", "t5_bucket", "case", "default_edges"),
                    found)
+
+
+# -- posenc check's dtypes: float64 only where the function computes in float64 -------------
+def test_posenc_check_probes_the_dtypes_a_function_computes_in() -> None:
+    from posenc.conformance.check_cli import probe_dtypes
+
+    def float32_angles(x: Any, position_ids: Any, theta: float = 10000.0) -> Any:
+        d = x.shape[-1]
+        inv_freq = (1.0 / theta ** (np.arange(0, d, 2) / d)).astype(np.float32)
+        angles = np.asarray(position_ids, np.float32)[..., None] * inv_freq
+        if angles.ndim == 3:
+            angles = angles.reshape(angles.shape[0], *([1] * (x.ndim - 3)), *angles.shape[1:])
+        a, b = np.split(np.asarray(x), 2, axis=-1)
+        cos, sin = np.cos(angles), np.sin(angles)
+        return np.concatenate([a * cos - b * sin, b * cos + a * sin], -1).astype(x.dtype)
+
+    def refuses_float16(x: Any, position_ids: Any, theta: float = 10000.0) -> Any:
+        if x.dtype == np.float16:
+            raise TypeError("half precision is not supported")
+        return half_rope(x, position_ids, theta)
+
+    def backend(fn: Any) -> Any:
+        return adapters.rope_function(fn, NAMES, framework="numpy").backend()
+
+    chosen, line = probe_dtypes(backend(float32_angles), "rope")
+    assert chosen is not None and "float64" not in chosen and "float32" in chosen
+    assert "float64: it computes in float32 (error" in line and line.startswith("plan: dtypes")
+    chosen, line = probe_dtypes(backend(refuses_float16), "rope")
+    assert chosen is not None and "float64" in chosen and "float16" not in chosen
+    assert "float16: it raises TypeError: half precision is not supported" in line
+    wrong_base = adapters.rope_function(lambda x, position_ids: half_rope(x, position_ids, 500.0),
+                                        {"positions": "position_ids"}, framework="numpy")
+    chosen, _ = probe_dtypes(wrong_base.backend(), "rope")  # far off: kept, for the checks
+    assert chosen is not None and "float64" in chosen
+    chosen, line = probe_dtypes(adapters.bucket_function(
+        make_log_bucket_position, encoding="deberta_bucket", framework="numpy").backend(),
+        "deberta_bucket")
+    assert chosen == ["float64"] and "takes and returns integers" in line
