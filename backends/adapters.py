@@ -10,7 +10,7 @@ for several) makes the Backend the harness checks, and ``posenc.conformance.chec
 - :func:`apply_rotary`: ``apply(q, k, cos, sin)``, posenc supplying cos/sin;
 - :func:`cos_sin_cache`: a cos/sin cache builder, posenc rotating with what it returns;
 - :func:`frequency_function`: ``(config) -> (inv_freq, attention_factor)``, such as
-  transformers' ``ROPE_INIT_FUNCTIONS``;
+  transformers' ``ROPE_INIT_FUNCTIONS`` (configs built by :func:`transformers_config`);
 - :func:`alibi_tensor`: ``build_alibi_tensor(attention_mask, num_heads, dtype)`` (BLOOM).
 """
 
@@ -44,11 +44,11 @@ from .adapter_base import (
     to_numpy,
     unsupported_values,
 )
-from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function
+from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function, transformers_config
 
 __all__ = ["ANY", "Adapter", "AdapterOutputError", "alibi_tensor", "apply_rotary", "as_backend",
            "bucket_function", "cos_sin_cache", "frequency_function", "function",
-           "rope_function", "slopes_function"]
+           "rope_function", "slopes_function", "transformers_config"]
 
 _PLACEMENT = ("dtype", "device")  # what functions without array inputs take besides parameters
 

@@ -313,3 +313,23 @@ def test_posenc_check_probes_the_dtypes_a_function_computes_in() -> None:
         make_log_bucket_position, encoding="deberta_bucket", framework="numpy").backend(),
         "deberta_bucket")
     assert chosen == ["float64"] and "takes and returns integers" in line
+
+
+def test_every_adapter_path_the_docs_name_imports() -> None:
+    import importlib
+    import importlib.util
+    import re
+
+    from .conftest import ROOT
+
+    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "backends.md").read_text()
+    named = set(re.findall(r"\badapters\.([A-Za-z_]\w*)", text))
+    assert {"transformers_config", "frequency_function", "as_backend"} <= named
+    module = importlib.import_module("posenc.backends.adapters")
+    assert not [name for name in sorted(named) if not hasattr(module, name)]
+    for path in set(re.findall(r"`(posenc\.(?:backends|conformance)\.[\w.]+)", text)):
+        head, _, attr = path.rpartition(".")  # a module, or an attribute of one (not imported:
+        if importlib.util.find_spec(path) is None:  # the framework packages are heavy)
+            assert importlib.util.find_spec(head) is not None, path
+            if head.endswith(("adapters", "backends", "conformance")):
+                assert hasattr(importlib.import_module(head), attr), path
