@@ -7,7 +7,8 @@ spec's defaults filled in: ``rope[layout=half]`` also selects the checks that le
 Before the brackets, a glob without ``/`` matches the encoding (``rope``, ``t5_*``), one with
 ``/`` the whole id. Values are written as in a spec (YAML: ``base=10000``, ``scaling=null``);
 ``*`` matches any value but null; a dotted key looks into a dict (``scaling.rope_type=yarn``,
-which also reads the legacy ``type``), and ``rope_type`` alone looks at any depth.
+which also reads the legacy ``type``), and ``rope_type`` alone looks at any depth;
+``positions.ndim=2`` selects the golden cases whose ``positions`` input has two axes.
 ``key in {a, b}`` matches any of the values. Several items, comma-separated, must all match.
 Brackets without ``=`` or `` in `` stay a glob character class.
 """
@@ -130,4 +131,26 @@ def selects(pattern: str, check: Any, specs: dict[str, Any]) -> bool:
     if spec is None:
         return False
     params = check_params(spec, check)
-    return all(_matches(lookup(params, key), value) for key, value in selector.params)
+    return all(_matches(_input_ndim(spec, check, key) if key.endswith(".ndim")
+                        else lookup(params, key), value) for key, value in selector.params)
+
+
+def _input_ndim(spec: Any, check: Any, key: str) -> Any:
+    """``positions.ndim``: the number of axes of a golden case's input (MISSING for a
+    property, whose inputs are drawn, and for an input the case leaves out)."""
+    name = key[: -len(".ndim")]
+    if check.kind != "case" or name not in {i.name for i in spec.inputs}:
+        return MISSING
+    return _case_ndims(spec.id, spec.content_hash(), check.name).get(name, MISSING)
+
+
+@functools.lru_cache(maxsize=1024)
+def _case_ndims(spec_id: str, content_hash: str, case_name: str) -> dict[str, int]:
+    from posenc.catalog import specs
+    from posenc.inputs import generate
+
+    spec = specs()[spec_id]
+    case = spec.case(case_name)
+    kinds = {i.name: i.kind for i in spec.inputs}
+    return {name: int(generate(generator, kinds[name]).ndim)
+            for name, generator in case.inputs.items() if name in kinds}

@@ -272,6 +272,8 @@ def test_selectors_reach_any_depth_and_sets_of_values() -> None:
                        found)
     assert selects("rope[rope_type=linear, base=10000]", case("linear_scaling"), found)  # type
     assert not selects("rope[rope_type=linear]", case("two_dims"), found)
+    assert selects("rope[positions.ndim=2]", case("batched_left_padding"), found)
+    assert not selects("rope[positions.ndim=2]", case("two_dims"), found)
     assert selects("t5_[bc]*[num_buckets in [32, 64]]",
                    Check("b", "cpu", "float32", "eager", "t5_bucket", "case", "default_edges"),
                    found)
