@@ -123,6 +123,10 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     def arguments(values: dict[str, Any]) -> dict[str, Any]:
         out_of_scope(scope({k: v for k, v in values.items() if k in spec.parameters}))
         out_of_scope(declared_inputs_out_of_scope(values, declared))
+        for name in inputs:  # an optional input fn does not take, given: not what it computes
+            if name not in passed and getattr(values.get(name), "shape", None) is not None:
+                out_of_scope(f"it takes no {name!r} ({name} of shape "
+                             f"{[int(n) for n in values[name].shape]} given)")
         kwargs = {}
         for key in spec.parameters:  # a parameter fn requires gets the spec's default
             if key not in values and passed.get(key) in signature.required and key in defaults:
@@ -198,6 +202,8 @@ def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str
                     f"{array_api.dtype_name(like.dtype)}: every value integral, judged on "
                     "values (the dtype is a note, not a failure)")
             first = array_api.namespace(x=first).astype(first, like.dtype)
+        if dtype_of is None and not takes_dtype:  # the dtype argument, which fn does not take
+            dtype_out_of_scope(first, values.get("dtype"))
         check_array(label, encoding, first, like=like,
                     shape=tuple(shape_of.shape) if shape_of is not None else None,
                     any_shape=shape_of is None, any_dtype=dtype_of is None and

@@ -144,6 +144,20 @@ def test_class2_an_output_shaped_unlike_its_input_is_checked_against_the_golden(
     assert shapes and all("shape" in r.message for r in shapes), report.text()
 
 
+def test_class2_a_dtype_argument_and_an_optional_input_it_does_not_take() -> None:
+    """Llama 4's query temperature: output [seq] in the dtype asked (not the int input's);
+    a function without position_ids has the cases giving them out of its scope."""
+
+    def attn_scale(cache_position: Any, floor_scale: int = 8192, scale: float = 0.1) -> Any:
+        c = np.asarray(cache_position, np.int64)
+        return 1.0 + scale * np.log1p(((c + 1) // floor_scale).astype(np.float64))
+
+    report = check(adapters.function("query_temperature", attn_scale, framework="numpy"),
+                   "query_temperature", dtypes=["float64"], max_examples=3, gradients=False)
+    _no_false_alarm(report)
+    assert any(reason.startswith("it takes no 'position_ids'") for reason in report.unsupported)
+
+
 # -- class 3: an integer-valued encoding returned as integral floats (DeBERTa's log buckets) --
 def _log_bucket(r: int, bucket_size: int, max_position: int, plus: int = 0,
                 exact_ceil: bool = True) -> float:
