@@ -182,12 +182,16 @@ def make_log_bucket_position(relative_pos: Any, bucket_size: int, max_position: 
                         otypes=[np.float64])(rel).reshape(rel.shape)
 
 
-def test_class3_integral_floats_of_an_integer_encoding_are_judged_on_values() -> None:
+def test_class3_integral_floats_of_an_integer_encoding_are_judged_on_values(capsys: Any) -> None:
     adapter = adapters.bucket_function(make_log_bucket_position, encoding="deberta_bucket",
                                        framework="numpy")
     report = check(adapter, dtypes=["float64"], max_examples=3, gradients=False)
     _no_false_alarm(report)
     assert any("every value integral" in line for line in report.text().splitlines())
+    code = posenc_main(["check", "deberta_bucket", f"{__name__}:make_log_bucket_position",
+                        "--framework", "numpy", "--only", "cases"])  # the CLI, its own plan
+    out = capsys.readouterr().out
+    assert code == 0 and "plan: dtype float64 only" in out and " 0 failed" in out, out
 
     def plus_one(relative_pos: Any, bucket_size: int, max_position: int) -> Any:
         rel = np.asarray(relative_pos)
