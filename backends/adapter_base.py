@@ -90,28 +90,144 @@ class Signature:
                                      f"parameter {value!r} (it takes: {', '.join(self.names)})")
 
 
+MISSING = object()  # a key a parameter value does not hold
+
+
+def lookup(params: Mapping[str, Any], key: str) -> Any:
+    """The value of ``key`` in ``params`` (:data:`MISSING` if absent): a parameter name, a
+    dotted path into a dict (``scaling.rope_type``, which also reads the legacy ``type``), or
+    ``rope_type`` alone, looked up at any depth (in ``scaling``)."""
+    alias = key == "rope_type" and "type" in params
+    if "." not in key and key not in params and not alias:
+        for value in params.values():
+            if isinstance(value, Mapping) and (found := lookup(value, key)) is not MISSING:
+                return found
+        return MISSING
+    value: Any = params
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return MISSING
+        if part not in value and part == "rope_type" and "type" in value:
+            part = "type"
+        value = value.get(part, MISSING)
+    return value
+
+
 def unsupported_values(unsupported: Mapping[str, Any] | None, known: Iterable[str],
-                       what: str) -> dict[str, Any]:
-    """``unsupported`` checked: posenc parameter -> a value, a list of values, or ``ANY``."""
-    known = list(known)
+                       what: str, inputs: Iterable[str] = ()) -> dict[str, Any]:
+    """``unsupported`` checked: a rule's key -> a value, a list or set of values, or ``ANY``.
+    A key is a posenc parameter (``base``), a dotted path into one (``scaling.rope_type``),
+    ``rope_type`` (at any depth), or an input's number of axes (``positions.ndim``); any other
+    key is a ParameterError naming it."""
+    known, inputs = list(known), list(inputs)
     out: dict[str, Any] = {}
     for key, value in (unsupported or {}).items():
-        if key not in known:
-            raise ParameterError(f"unsupported: {key!r} is not a parameter of {what} "
-                                 f"(known: {', '.join(known)})")
-        out[key] = value if value == ANY or isinstance(value, list | tuple | set) else [value]
+        head, _, rest = str(key).partition(".")
+        ok = (head in known or (head == "rope_type" and not rest and "scaling" in known)
+              or (head in inputs and rest == "ndim"))
+        if not ok:
+            inputs_text = "".join(f", {i}.ndim" for i in inputs)
+            raise ParameterError(f"unsupported: {key!r} is not a parameter of {what} (known: "
+                                 f"{', '.join(known)}{inputs_text}; a dotted key looks into a "
+                                 "dict parameter, e.g. 'scaling.rope_type')")
+        out[key] = value if value == ANY or isinstance(value, list | tuple | set | frozenset) \
+            else [value]
     return out
+
+
+def _ndim_rules(unsupported: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in unsupported.items() if k.endswith(".ndim")}
 
 
 def declared_out_of_scope(params: Mapping[str, Any], unsupported: Mapping[str, Any],
                           defaults: Mapping[str, Any]) -> str | None:
+    """The reason ``params`` hit a value declared unsupported, or None. Decided on the
+    effective values: a parameter a check leaves out has the spec's default, and a
+    declaration of the default holds there too. Input rules (``positions.ndim``) are
+    decided by :func:`declared_inputs_out_of_scope` at the call."""
+    effective = {**defaults, **params}
     for key, values in unsupported.items():
-        if key not in params:
+        value = lookup(effective, key)  # MISSING for input rules (positions.ndim)
+        if value is MISSING:
             continue
-        value = params[key]
-        if (value != defaults.get(key)) if values == ANY else any(value == v for v in values):
+        default = lookup(defaults, key)
+        if (value != default and value is not None) if values == ANY \
+                else any(_same(value, v) for v in values):
             return f"{key}={short(value)} is declared unsupported"
     return None
+
+
+def declared_inputs_out_of_scope(values: Mapping[str, Any], unsupported: Mapping[str, Any]
+                                 ) -> str | None:
+    """The reason an input's number of axes is declared unsupported (``positions.ndim=2``)."""
+    for key, rule in _ndim_rules(unsupported).items():
+        name = key.split(".")[0]
+        array = values.get(name)
+        if array is None or not hasattr(array, "shape"):
+            continue
+        ndim = len(array.shape)
+        if rule != ANY and any(_same(ndim, v) for v in rule):
+            return f"{key}={ndim} is declared unsupported ({name} of shape {list(array.shape)})"
+    return None
+
+
+def _same(value: Any, declared: Any) -> bool:
+    if isinstance(value, bool) or isinstance(declared, bool):
+        return value is declared
+    return bool(value == declared)
+
+
+def fixed_values(parameters: Mapping[str, Any], unsupported: Mapping[str, Any],
+                 defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters whose default is declared unsupported and whose spec enumerates one other
+    value: the value a function that does not take the parameter is fixed at
+    (``unsupported={"layout": "half"}`` on a function without ``layout``: interleaved)."""
+    out: dict[str, Any] = {}
+    for key, values in unsupported.items():
+        decl = parameters.get(key)
+        if not isinstance(decl, Mapping) or "enum" not in decl or values == ANY:
+            continue
+        if not any(_same(defaults.get(key), v) for v in values):
+            continue
+        left = [e for e in decl["enum"] if not any(_same(e, v) for v in values)]
+        if len(left) == 1:
+            out[key] = left[0]
+    return out
+
+
+def check_pairing(layout: str, unsupported: Mapping[str, Any], label: str) -> None:
+    """A ParameterError when the pairing an adapter declares (``layout=``) is also declared
+    unsupported: the declaration contradicts itself."""
+    values = unsupported.get("layout")
+    if values is None:
+        return
+    if (layout != "half") if values == ANY else any(_same(layout, v) for v in values):
+        raise ParameterError(f"{label}: layout={layout!r} is declared as its pairing and also "
+                             f"unsupported (unsupported={{'layout': {values!r}}}): declare the "
+                             "pairing it computes with layout= alone")
+
+
+def refused(exc: BaseException, params: Mapping[str, Any]) -> str | None:
+    """Why a ``KeyError`` the implementation raised is its refusal of a parameter value it
+    lacks (the missing key is a string value of the call, such as a rope type), with how to
+    declare it; None when the key is no value of the call (then it is the code's error)."""
+    if not isinstance(exc, KeyError) or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+        return None
+    missing = exc.args[0]
+
+    def paths(value: Any, prefix: str) -> list[str]:
+        if isinstance(value, Mapping):
+            return [p for k, v in value.items() for p in paths(v, f"{prefix}.{k}" if prefix
+                                                                else str(k))]
+        return [prefix] if isinstance(value, str) and value == missing else []
+
+    found = paths(dict(params), "")
+    if not found:
+        return None
+    path = found[0].replace(".type", ".rope_type") if found[0].endswith(".type") else found[0]
+    return (f"unsupported by the implementation: KeyError {missing!r} ({path}={missing!r}); "
+            f"declare it: unsupported={{{path!r}: {missing!r}}} (--unsupported "
+            f"{path}={missing})")
 
 
 def short(value: Any) -> str:
@@ -143,10 +259,10 @@ def describe(value: Any) -> str:
 
 def check_array(label: str, what: str, value: Any, *, like: Any = None,
                 shape: tuple[int, ...] | None = None, dtype: Any = None,
-                device: Any = None, any_shape: bool = False) -> Any:
+                device: Any = None, any_shape: bool = False, any_dtype: bool = False) -> Any:
     """``value`` if it is an array of ``like``'s library (shape, dtype and device as given, or
     as ``like``'s), else an :class:`AdapterOutputError` naming the adapter and what it got."""
-    expected_dtype = dtype if dtype is not None else getattr(like, "dtype", None)
+    expected_dtype = dtype if dtype is not None or any_dtype else getattr(like, "dtype", None)
     expected_shape = shape if shape is not None or any_shape else (
         tuple(like.shape) if like is not None else None)
     expected_device = device if device is not None else (

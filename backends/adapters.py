@@ -10,18 +10,21 @@ for several) makes the Backend the harness checks, and ``posenc.conformance.chec
 - :func:`apply_rotary`: ``apply(q, k, cos, sin)``, posenc supplying cos/sin;
 - :func:`cos_sin_cache`: a cos/sin cache builder, posenc rotating with what it returns;
 - :func:`frequency_function`: ``(config) -> (inv_freq, attention_factor)``, such as
-  transformers' ``ROPE_INIT_FUNCTIONS``;
+  transformers' ``ROPE_INIT_FUNCTIONS`` (configs built by :func:`transformers_config`);
 - :func:`alibi_tensor`: ``build_alibi_tensor(attention_mask, num_heads, dtype)`` (BLOOM).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from posenc import array_api
 from posenc.catalog import specs
-from posenc.errors import ParameterError, SpecError
+from posenc.errors import ParameterError, SpecError, Unsupported
 
 from .adapter_base import (
     ANY,
@@ -30,19 +33,29 @@ from .adapter_base import (
     Signature,
     as_backend,
     check_array,
+    declared_inputs_out_of_scope,
     declared_out_of_scope,
     dtype_out_of_scope,
+    fixed_values,
     label_of,
     not_taken,
     out_of_scope,
+    refused,
+    to_numpy,
     unsupported_values,
 )
-from .pairing import declare_axes, declare_pairing, own_pairing, pairing_parameter
-from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function
+from .pairing import (
+    PAIRINGS,
+    declare_axes,
+    declare_pairing,
+    own_pairing,
+    pairing_parameter,
+)
+from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function, transformers_config
 
 __all__ = ["ANY", "Adapter", "AdapterOutputError", "alibi_tensor", "apply_rotary", "as_backend",
            "bucket_function", "cos_sin_cache", "frequency_function", "function",
-           "rope_function", "slopes_function"]
+           "rope_function", "slopes_function", "transformers_config"]
 
 _PLACEMENT = ("dtype", "device")  # what functions without array inputs take besides parameters
 
@@ -61,15 +74,24 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     """``fn`` as the implementation of spec ``encoding``'s function, called by keyword with the
     inputs and parameters it takes. ``names`` maps posenc's names to ``fn``'s (``{"base":
     "theta", "positions": "position_ids"}``); a name ``fn`` does not take is not passed, and a
-    call giving it a value other than the default is out of scope. ``unsupported``: posenc
-    parameter -> value(s) ``fn`` does not cover (``ANY``: every value but the default). A
-    ``dtype`` for functions without array inputs is passed when ``fn`` takes one; otherwise
-    host values it returns (lists, NumPy) are converted to it, and arrays are checked in the
-    dtype they come in (see :func:`as_backend`). ``layout``: the pairing ``fn`` is fixed at
+    call giving it a value other than the default is out of scope. ``unsupported``: rule ->
+    value(s) ``fn`` does not cover (``ANY``: every value but the default); a rule is a posenc
+    parameter (``layout``), a dotted path into one (``scaling.rope_type``; ``rope_type``
+    alone looks at any depth) or an input's number of axes (``positions.ndim``), decided on
+    the effective value (the spec's default where a check leaves a parameter out). Declaring
+    the default of a parameter ``fn`` does not take unsupported fixes ``fn`` at the one other
+    value the spec allows (``{"layout": "half"}``: an interleaved-only function). A
+    ``KeyError`` ``fn`` raises for a value of the call (a rope type it lacks) reports
+    unsupported, with the declaration to make. A ``dtype`` for functions without array inputs
+    is passed when ``fn`` takes one; otherwise host values it returns (lists, NumPy) are
+    converted to it, and arrays are checked in the dtype they come in (see
+    :func:`as_backend`). An integer-valued encoding returned as integral floats is judged on
+    its values (the conversion is noted in the results). ``layout``: the pairing ``fn`` is fixed at
     (``"interleaved"``, ``"half"``) for an encoding with a pairing ``layout`` parameter; calls
     in the other pairing reach ``fn`` permuted (:mod:`posenc.backends.pairing`); a ``fn`` that
-    takes no ``layout`` is fixed at the spec's default. ``axes="bshd"``: ``fn`` takes ``x`` as
-    ``[batch, seq, heads, dim]``."""
+    takes no ``layout`` is fixed at the spec's default, or at the value ``unsupported`` leaves
+    it (``{"layout": "half"}``), and converted the same way. ``axes="bshd"``: ``fn`` takes
+    ``x`` as ``[batch, seq, heads, dim]``."""
     spec = _spec(encoding)
     label = label or label_of(fn)
     inputs = [i.name for i in spec.inputs]
@@ -77,10 +99,16 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     names = dict(names or {})
     signature = Signature(fn, label)
     signature.check_names(names, known, encoding)
-    declared = unsupported_values(unsupported, spec.parameters, encoding)
+    declared = unsupported_values(unsupported, spec.parameters, encoding, inputs)
     defaults = spec.defaults()
+    fixed = fixed_values(spec.parameters, declared, defaults)
     passed = {n: names.get(n, n) for n in known if signature.accepts(names.get(n, n))}
     key = pairing_parameter(spec.function)[0]  # layout (ggml: mode)
+    if layout is None and key not in passed and fixed.get(key) in PAIRINGS:
+        # the other pairing declared unsupported on a fn without layout: it is fixed at this
+        # one, which is a convention to convert, not a scope
+        layout = fixed.pop(key)
+        declared = {k: v for k, v in declared.items() if k != key}
     pairing = own_pairing(spec.function, layout, declared, key in passed, label)
     if pairing is not None:  # the pairing fn is fixed at: the others are converted to it
         defaults[key] = pairing_parameter(spec.function, pairing)[1]
@@ -94,16 +122,33 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
         if reason:
             return reason
         for key, value in params.items():
-            if key in spec.parameters and key not in passed and value != defaults.get(key):
+            if key in spec.parameters and key not in passed and value != defaults.get(key) \
+                    and not (key in fixed and value == fixed[key]):
                 return not_taken(key, value)
         return None
 
     def call(*positional: Any, **values: Any) -> Any:
         values = {**dict(zip(inputs, positional, strict=False)), **values}
-        return _checked(encoding, spec, label, fn(**arguments(values)), values, "dtype" in passed)
+        kwargs = arguments(values)
+        try:
+            result = fn(**kwargs)
+        except KeyError as exc:
+            params = {k: v for k, v in values.items() if k in spec.parameters}
+            reason = refused(exc, {**defaults, **params})
+            if reason is None:
+                raise
+            raise Unsupported(reason) from exc
+        result, note = _checked(encoding, spec, label, result, values, "dtype" in passed)
+        call.posenc_supplies = note  # type: ignore[attr-defined]
+        return result
 
     def arguments(values: dict[str, Any]) -> dict[str, Any]:
         out_of_scope(scope({k: v for k, v in values.items() if k in spec.parameters}))
+        out_of_scope(declared_inputs_out_of_scope(values, declared))
+        for name in inputs:  # an optional input fn does not take, given: not what it computes
+            if name not in passed and getattr(values.get(name), "shape", None) is not None:
+                out_of_scope(f"it takes no {name!r} ({name} of shape "
+                             f"{[int(n) for n in values[name].shape]} given)")
         kwargs = {}
         for key in spec.parameters:  # a parameter fn requires gets the spec's default
             if key not in values and passed.get(key) in signature.required and key in defaults:
@@ -132,6 +177,7 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
         raise ParameterError(f"{label}: no golden case of {encoding} in its scope ran, so its "
                              "framework cannot be told from its result: give framework=")
 
+    call.posenc_supplies = None  # type: ignore[attr-defined]
     adapter = Adapter(spec.function, call, label, scope, framework, dtypes,
                       probe=probe if not spec.inputs else None)
     if pairing is not None:
@@ -139,18 +185,56 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     return declare_axes(adapter, axes)
 
 
+def _declared_like(spec: Any, key: str) -> str | None:
+    """The input whose shape (``key="shape"``) or dtype the spec declares the output's: the
+    first input when the output is written with its shape, else the input named after
+    'same as' ('same as table', 'the integer dtype of token_types'); None: no input."""
+    text = str(spec.data["output"].get(key, ""))
+    names = [i.name for i in spec.inputs]
+    if key == "shape":
+        if text == spec.inputs[0].shape:
+            return names[0]
+        found = re.fullmatch(r"same as (\w+)", text)
+        return found[1] if found and found[1] in names else None
+    if "same as the inputs" in text:
+        return names[0]
+    return next((w for w in re.findall(r"\w+", text) if w in names), None)
+
+
+def _integral(value: Any) -> bool:
+    host = to_numpy(value)
+    return bool(np.all(np.isfinite(host)) and np.array_equal(host, np.round(host)))
+
+
 def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str, Any],
-             takes_dtype: bool) -> Any:
-    """The result, checked (or converted, for host values) against what ``encoding`` returns."""
+             takes_dtype: bool) -> tuple[Any, str | None]:
+    """The result, checked (or converted, for host values) against what ``encoding`` returns,
+    and a note on any conversion made."""
     given = [values[i.name] for i in spec.inputs if values.get(i.name) is not None]
     first = result[0] if isinstance(result, tuple) and result else result
     rest = result[1:] if isinstance(result, tuple) else ()
     if given:
-        like = given[0]
-        same_shape = spec.data["output"]["shape"] == spec.inputs[0].shape
+        shape_of, dtype_of = (values.get(n or "") for n in (_declared_like(spec, "shape"),
+                                                             _declared_like(spec, "dtype")))
+        like = dtype_of if dtype_of is not None else given[0]
+        note = None
+        if spec.output_kind == "int" and hasattr(first, "dtype") and \
+                array_api.dtype_name(first.dtype).startswith(("float", "bfloat")):
+            if not _integral(first):  # left as they are: the harness fails the dtype
+                check_array(label, encoding, first, like=like, any_dtype=True, any_shape=True)
+                return result, None
+            note = (f"its {array_api.dtype_name(first.dtype)} output as "
+                    f"{array_api.dtype_name(like.dtype)}: every value integral, judged on "
+                    "values (the dtype is a note, not a failure)")
+            first = array_api.namespace(x=first).astype(first, like.dtype)
+        if dtype_of is None and not takes_dtype:  # the dtype argument, which fn does not take
+            dtype_out_of_scope(first, values.get("dtype"))
         check_array(label, encoding, first, like=like,
-                    shape=tuple(like.shape) if same_shape else None)
-        return result
+                    shape=tuple(shape_of.shape) if shape_of is not None else None,
+                    any_shape=shape_of is None, any_dtype=dtype_of is None and
+                    values.get("dtype") is None, dtype=values.get("dtype")
+                    if dtype_of is None else None)
+        return ((first, *rest) if isinstance(result, tuple) else first), note
     dtype, device = values.get("dtype"), values.get("device")
     if not (hasattr(first, "shape") and hasattr(first, "dtype")):  # a list, a float: host values
         if not isinstance(first, list | tuple | int | float):
@@ -167,7 +251,7 @@ def _checked(encoding: str, spec: Any, label: str, result: Any, values: dict[str
         check_array(label, encoding, first, shape=(int(values["num_heads"]),), dtype=dtype)
     else:
         check_array(label, encoding, first, dtype=dtype)
-    return (first, *rest) if isinstance(result, tuple) else first
+    return ((first, *rest) if isinstance(result, tuple) else first), None
 
 
 def rope_function(fn: Callable[..., Any], names: Mapping[str, str] | None = None,
@@ -185,6 +269,11 @@ def bucket_function(fn: Callable[..., Any], names: Mapping[str, str] | None = No
     if encoding not in ("t5_bucket", "deberta_bucket"):
         raise ParameterError(f"encoding={encoding!r}: bucket functions are t5_bucket or "
                              "deberta_bucket")
+    names = dict(names or {})
+    signature = Signature(fn, label_of(fn))
+    if encoding == "deberta_bucket" and "relative_position" not in names and \
+            not signature.accepts("relative_position") and signature.accepts("relative_pos"):
+        names["relative_position"] = "relative_pos"  # transformers' name
     return function(encoding, fn, names, unsupported, **kwargs)
 
 

@@ -16,18 +16,20 @@ from posenc import array_api
 from posenc.catalog import reference_function, specs
 from posenc.encodings.rope import rope_cos_sin
 from posenc.encodings.rope_frequencies import schedule, schedule_type
-from posenc.errors import ParameterError
+from posenc.errors import ParameterError, Unsupported
 
 from .adapter_base import (
     Adapter,
     AdapterOutputError,
     Signature,
     check_array,
+    declared_inputs_out_of_scope,
     declared_out_of_scope,
     dtype_out_of_scope,
     label_of,
     not_taken,
     out_of_scope,
+    refused,
     to_numpy,
     unsupported_values,
 )
@@ -228,7 +230,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
     if "positions" not in passed and "length" not in passed:
         raise ParameterError(f"{label} takes neither positions nor length: map one, e.g. "
                              "names={'length': 'seq_len'}")
-    declared = unsupported_values(unsupported, ROPE_PARAMS, "rope")
+    declared = unsupported_values(unsupported, ROPE_PARAMS, "rope", ("x", "positions"))
     own_pairing("rope", layout, declared, False, label)  # not also scoped out
     taken = {"base", "scaling", "seq_len"} & set(passed)
 
@@ -271,7 +273,14 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
             if max_length is not None and values["length"] > max_length:
                 out_of_scope(f"position {values['length'] - 1} is beyond its table "
                              f"(max_length={max_length})")
-        result = fn(**{passed[k]: v for k, v in values.items() if k in passed})
+        out_of_scope(declared_inputs_out_of_scope({"x": x, "positions": positions}, declared))
+        try:
+            result = fn(**{passed[k]: v for k, v in values.items() if k in passed})
+        except KeyError as exc:
+            reason = refused(exc, {**_DEFAULTS, **params})
+            if reason is None:
+                raise
+            raise Unsupported(reason) from exc
         if not isinstance(result, tuple | list) or len(result) != 2:
             raise AdapterOutputError(f"{label} (cos/sin cache adapter) returned "
                                      f"{type(result).__name__}, not a pair (cos, sin)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -26,8 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "base=theta, positions=position_ids (repeatable)")
     p.add_argument("--unsupported", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter value the function does not cover, written as in a spec "
-                        "(layout=interleaved; '*' for every value but the default); such "
-                        "checks report unsupported (repeatable)")
+                        "(layout=interleaved; base=[10, 500000.0] for several; '*' for every "
+                        "value but the default); NAME may look into a dict "
+                        "(scaling.rope_type=ntk, or rope_type=ntk at any depth) or be an "
+                        "input's number of axes (positions.ndim=2: 1-D positions only). Decided "
+                        "on the effective value: a check leaving the parameter out has the "
+                        "spec's default. Such checks report unsupported (repeatable)")
     p.add_argument("--layout", choices=["half", "interleaved"],
                    help="the pairing the function is fixed at (every adapter; apply/cache "
                         "default half, function: the spec's default unless it takes layout); "
@@ -78,6 +83,7 @@ def pairs(items: list[str], flag: str, parse: bool) -> dict[str, Any]:
 
 def _implementation(args: argparse.Namespace) -> Any:
     from posenc.backends import adapters, load_object
+    from posenc.backends.adapter_base import check_pairing, unsupported_values
     from posenc.backends.backend import Backend
 
     target = load_object(args.target, what="function")
@@ -98,30 +104,142 @@ def _implementation(args: argparse.Namespace) -> Any:
     if args.adapter in ("apply", "frequencies", "alibi-tensor") and (names or unsupported):
         raise ParameterError(f"--adapter {args.adapter} takes no --map or --unsupported (its "
                              "scope follows from what it is given: see --layout, --partial)")
+    if args.layout is not None and "layout" in unsupported:
+        check_pairing(args.layout, unsupported_values({"layout": unsupported["layout"]},
+                                                      ["layout"], args.encoding),
+                      f"--layout {args.layout}")
+    layout = args.layout or "half"
     if args.adapter == "apply":
-        return adapters.apply_rotary(target, layout=args.layout or "half", cos_sin=args.cos_sin,
+        return adapters.apply_rotary(target, layout=layout, cos_sin=args.cos_sin,
                                      args=tuple(a.strip() for a in args.args.split(",")),
                                      x_layout=args.axes or args.x_layout,
                                      cos_layout=args.cos_layout,
                                      partial=args.partial, **framework)
     if args.adapter == "cache":
-        return adapters.cos_sin_cache(target, names, unsupported, layout=args.layout or "half",
+        return adapters.cos_sin_cache(target, names, unsupported, layout=layout,
                                       width=args.cos_sin, **framework)
     if args.adapter == "frequencies":
         return adapters.frequency_function(target, label=args.target.rpartition(":")[2],
                                            **framework)
     if args.adapter == "alibi-tensor":
         return adapters.alibi_tensor(target, **framework)
+    if args.encoding in ("t5_bucket", "deberta_bucket"):
+        return adapters.bucket_function(target, names, unsupported, encoding=args.encoding,
+                                        framework=args.framework)
     return adapters.function(args.encoding, target, names, unsupported,
                              framework=args.framework, layout=args.layout,
                              axes=args.axes or "bhsd")
 
 
+def _call_case(backend: Any, spec: Any, case: Any, dtype: str, device: str) -> Any:
+    """The override's result on a golden case, its inputs converted as the harness does."""
+    import numpy as np
+
+    arrays = {}
+    for decl in spec.inputs:
+        value = case.inputs.get(decl.name)
+        if value is None:
+            continue
+        if decl.kind == "float":
+            arrays[decl.name] = backend.from_numpy(np.asarray(value, np.float64), dtype, device)
+        elif decl.kind == "bool":
+            arrays[decl.name] = backend.from_numpy(np.asarray(value, bool), "bool", device)
+        else:
+            arrays[decl.name] = backend.from_numpy(np.asarray(value, np.int64),
+                                                   backend.index_dtype, device)
+    result = backend.overrides[spec.function](**arrays, **case.params)
+    return result[0] if isinstance(result, tuple | list) else result
+
+
+def probe_dtypes(backend: Any, encoding: str, device: str = "cpu"
+                 ) -> tuple[list[str] | None, str]:
+    """The dtypes to check a function in, by trying it on its smallest golden cases in scope,
+    and the plan line saying what was chosen. A dtype it refuses (raises on) is left out;
+    float64 is left out where the function computes in float32 (its float64 result within
+    float32 rounding of the golden, or returned in another dtype); a float64 result further
+    off keeps float64, for the checks to judge. None: nothing to probe (no float input)."""
+    import numpy as np
+
+    from posenc import array_api, golden
+    from posenc.backends import adapters
+    from posenc.catalog import specs
+
+    spec = specs()[encoding]
+    if spec.function not in backend.overrides or not spec.inputs:
+        return None, ""
+    if not any(i.kind == "float" for i in spec.inputs):
+        if spec.output_kind != "int" or not backend.dtypes:
+            return None, ""
+        return [backend.dtypes[0]], (f"plan: dtype {backend.dtypes[0]} only ({encoding} takes "
+                                     "and returns integers: other dtypes repeat the same checks)")
+    cases = sorted((c for c in golden.load(spec).cases.values()
+                    if not (backend.scope and backend.scope(spec.function, dict(c.params)))),
+                   key=lambda c: sum(np.size(v) for v in c.inputs.values() if v is not None))[:3]
+    if not cases:
+        return None, ""
+    chosen, left_out = [], []
+    for dtype in backend.dtypes:
+        outcome, refusal = None, ""
+        for case in cases:
+            try:
+                outcome = (case, _call_case(backend, spec, case, dtype, device))
+                break
+            except NotImplementedError:
+                continue
+            except adapters.AdapterOutputError as exc:  # posenc's complaint, not a refusal:
+                wrong = re.search(r"dtype (\w+), expected float64", str(exc))
+                if dtype == "float64" and wrong:  # float32 by design: not held to float64
+                    refusal = f"returns {wrong[1]} for float64 inputs"
+                break  # else the checks report it
+            except Exception as exc:  # refused: this dtype is left out, with the reason
+                refusal = f"raises {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+                break
+        if outcome is None:
+            if refusal:
+                left_out.append(f"{dtype}: it {refusal}")
+            else:
+                chosen.append(dtype)
+            continue
+        if dtype == "float64":
+            case, result = outcome
+            got = getattr(result, "dtype", None)
+            if got is not None and array_api.dtype_name(got) != "float64":
+                left_out.append(f"float64: it returns {array_api.dtype_name(got)} for float64 "
+                                "inputs")
+                continue
+            actual = np.asarray(backend.to_numpy(result), np.float64)
+            expected = np.asarray(case.output, np.float64)
+            if actual.shape == expected.shape and expected.size:
+                scale = float(np.max(np.abs(expected))) or 1.0
+                error = float(np.max(np.abs(actual - expected)))
+                if 1e-9 * scale < error <= 1e-3 * scale:
+                    left_out.append(f"float64: it computes in float32 (error {error:.1e} on "
+                                    f"values up to {scale:.3g}, case {case.name!r})")
+                    continue
+        chosen.append(dtype)
+    line = f"plan: dtypes {', '.join(chosen) or 'none'}"
+    if left_out:
+        line += " (left out: " + "; ".join(left_out) + "; --dtype checks one anyway)"
+    return chosen, line
+
+
 def main(args: argparse.Namespace) -> int:
+    from posenc.backends import adapters
     from posenc.conformance import check
 
-    report = check(_implementation(args), args.encoding, framework=args.framework,
-                   precision=args.precision, dtypes=args.dtype, modes=args.mode or ["eager"],
+    modes = args.mode or ["eager"]
+    implementation = _implementation(args)
+    if args.dtype is None and isinstance(implementation, adapters.Adapter):
+        backend = adapters.as_backend(implementation, framework=args.framework,
+                                      compiled="compiled" in modes)
+        chosen, line = probe_dtypes(backend, args.encoding, args.device)
+        if chosen:
+            implementation = adapters.as_backend(implementation, framework=args.framework,
+                                                 dtypes=chosen, compiled="compiled" in modes)
+        if line:
+            print(line)
+    report = check(implementation, args.encoding, framework=args.framework,
+                   precision=args.precision, dtypes=args.dtype, modes=modes,
                    device=args.device, max_examples=args.max_examples,
                    cases=args.only in (None, "cases"),
                    properties=args.only in (None, "properties"), named=args.named)

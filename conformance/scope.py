@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from posenc.backends.backend import Backend
+from posenc.catalog import spec_for_function
 
 FLEX_SUFFIX = "_flex_score_mod"
 
@@ -39,10 +40,15 @@ def not_provided_reason(backend: Backend) -> str:
 
 
 def out_of_scope(backend: Backend, function: str, params: dict[str, Any]) -> str | None:
-    """The reason the backend declares these arguments out of its scope, or None."""
+    """The reason the backend declares these arguments out of its scope, or None. The scope is
+    asked about the effective values: the call's parameters over the spec's defaults, so a
+    declaration about a default value holds where a check leaves the parameter out."""
     if backend.scope is None:
         return None
-    reason = backend.scope(function, dict(params))
+    spec = spec_for_function(function)
+    defaults = spec.defaults() if spec is not None else {}
+    effective = {**params, **{k: v for k, v in defaults.items() if k not in params}}
+    reason = backend.scope(function, effective)
     return str(reason) if reason else None
 
 

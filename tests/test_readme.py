@@ -59,7 +59,7 @@ def test_check_your_implementation_examples_run_and_print_what_is_shown() -> Non
     pytest.importorskip("transformers")
     section = _section(CHECK_SECTION)
     pairs = re.findall(r"```python\n(.*?)```\s*```text\n(.*?)```", section, re.S)
-    assert len(pairs) == 6, [code[:40] for code, _ in pairs]
+    assert len(pairs) == 7, [code[:40] for code, _ in pairs]
     for code, _ in pairs:
         assert len([line for line in code.splitlines() if line.strip()]) <= 10, code
     running = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
