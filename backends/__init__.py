@@ -39,10 +39,10 @@ def registered_backends() -> dict[str, str]:
                   for name, module in LAYER_BACKENDS.items()})
     found.update({name: f"posenc.backends.{module}:BACKEND"
                   for name, module in KERNEL_BACKENDS.items()})
-    from .peers import PEERS
+    from .peers import ENGINES, PEERS
 
     found.update({PEER_PREFIX + name: f"posenc.backends.peers.{module}:BACKEND"
-                  for name, module in PEERS.items()})
+                  for name, module in {**PEERS, **ENGINES}.items()})
     for ep in entry_points(group="posenc.backends"):
         found.setdefault(ep.name, ep.value)
     return found

@@ -47,13 +47,14 @@ def _needs(*modules: str) -> None:
 # -- loading -------------------------------------------------------------------------------------
 def test_every_peer_loads_by_name_without_importing_its_peer() -> None:
     code = ("import sys\nfrom posenc.backends import get_backend\n"
-            "from posenc.backends.peers import PEERS, PeerBackend\n"
-            "for name in PEERS:\n"
+            "from posenc.backends.peers import ENGINES, PEERS, PeerBackend\n"
+            "for name in {**PEERS, **ENGINES}:\n"
             "    b = get_backend('peer:' + name)\n"
             "    assert isinstance(b, PeerBackend) and b.name == 'peer:' + name, name\n"
             "    assert b.overrides, name\n"
             "heavy = [m for m in ('torch', 'transformers', 'onnx', 'keras', 'keras_hub',\n"
-            "         'rotary_embedding_torch', 'tensorflow', 'jax') if m in sys.modules]\n"
+            "         'rotary_embedding_torch', 'tensorflow', 'jax', 'ggml', 'mlx',\n"
+            "         'onnxruntime') if m in sys.modules]\n"
             "assert not heavy, heavy\n")
     done = run_python(code)
     assert done.returncode == 0, done.stderr

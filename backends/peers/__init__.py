@@ -4,7 +4,7 @@ Each module defines ``BACKEND`` (posenc's torch, JAX or NumPy backend with the p
 ``overrides``) and imports its peer only when a check first runs, so importing an adapter
 never needs the peer; a missing peer is a :class:`MissingPeerError` naming the pip package.
 Run one with ``posenc conformance --backend peer:NAME``; ``posenc peers`` runs them all and
-writes docs/peers.md.
+writes docs/peers.md; the engines (``ENGINES``) run from their nox sessions.
 """
 
 from __future__ import annotations
@@ -21,5 +21,14 @@ PEERS = {
     "flash-attn": "flash_attn",
     "liger": "liger",
 }
+# inference engines, each run in its own environment (noxfile.py, peers/envs/GROUP.txt:
+# ``nox -s GROUP``) as ``peer:NAME`` like the others; not (yet) on the one-run scoreboard
+ENGINES = {
+    "ggml": "ggml",
+    "mlx": "mlx",
+    "mlx-freqs": "mlx_freqs",
+    "onnxruntime": "onnxruntime",
+    "onnxruntime-contrib": "onnxruntime_contrib",
+}
 
-__all__ = ["PEERS", "MissingPeerError", "PeerBackend"]
+__all__ = ["ENGINES", "PEERS", "MissingPeerError", "PeerBackend"]

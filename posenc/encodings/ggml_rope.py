@@ -8,6 +8,19 @@ The angle of pair i is built the way ggml-cpu builds its cos/sin cache: ``theta 
 factor (times ``1 + 0.1 ln(1/freq_scale)`` when ``ext_factor != 0``). Everything that does not
 depend on the positions (theta_scale, the correction dims, the ramp, the factors) is computed
 on the host with float32 rounding at each step, as the C code rounds.
+
+YaRN's blend is the fused multiply-add the compiler makes of it on a target with FMA
+(aarch64, x86-64 with FMA: ggml's native and AVX2 builds): ``fmaf(theta_interp, 1 - ramp_mix,
+fl32(theta_extrap * ramp_mix))``, as measured against ggml-python 0.0.45. With float64 at hand
+(float64 x) it is emulated: the product of two float32 is exact in float64, the sum rounds to
+float64 and then to float32. That double rounding differs from fmaf's single one only when the
+float64 sum lands exactly on a float32 midpoint it did not start on, which needs the two terms
+within about 2**24 of each other and the float64 sum's cut bits just so (a constructed case
+exists; for YaRN's blends of real parameters tests/test_engines.py finds the emulation equal
+to the exact fmaf on every draw, and it is far rarer than the ulp by which the C library's
+cosf already differs). In
+float32 (no float64) the blend rounds twice, as a build without FMA computes it (up to 1.2e-3
+apart at position 2**20).
 """
 
 from __future__ import annotations
@@ -205,9 +218,14 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     ladder = xp.stack([powers[k][s] for k, s in ladders], axis=-1)
     theta_extrap = op(lambda u, v: u / v, ladder, const([float(f) for f in factors]))
     theta = mul(const(_f32(freq_scale)), theta_extrap)
-    if ext_factor != 0:
-        theta = op(lambda u, v: u + v, mul(theta, const([_f32(1.0 - k) for k in keep])),
-                   mul(theta_extrap, const([float(k) for k in keep])))
+    if ext_factor != 0:  # fmaf(theta_interp, 1 - ramp_mix, fl32(theta_extrap * ramp_mix))
+        extrap = mul(theta_extrap, const([float(k) for k in keep]))
+        interp = const([_f32(1.0 - k) for k in keep])
+        if exact:  # the product exact in float64, one rounding of the sum (see below)
+            wide = xp.astype(theta, xp.float64) * xp.astype(interp, xp.float64)
+            theta = xp.astype(wide + xp.astype(extrap, xp.float64), f32)
+        else:
+            theta = mul(theta, interp) + extrap
     if exact:  # cosf as correctly rounded as a float32 result can be
         wide = xp.astype(theta, xp.float64)
         cos, sin = xp.astype(xp.cos(wide), f32), xp.astype(xp.sin(wide), f32)

@@ -1,0 +1,102 @@
+"""Isolated, pinned environments for the peers whose pins conflict (``nox -s peers`` runs
+every group; ``nox -s ggml`` one).
+
+Each group is a requirements file ``peers/envs/<group>.txt``. Its comment lines may carry
+two directives: ``# peers: NAME ...`` (the ``peer:NAME`` backends the group runs) and
+``# pip: ARGS`` (a pip command run after the requirements, such as
+``# pip: uninstall -y torchvision torchaudio``). A session installs torch 2.13.0 (the CPU
+build) first, so that no requirement brings in another torch, then the group's requirements,
+then posenc itself with ``--no-deps`` and only its light dependencies, and runs: the engine
+tests of the group (``tests/test_engines.py``, which skip without the engine), then
+``posenc conformance`` on each of the group's peers, writing JSON reports under
+``.nox/reports/``. A peer that is still missing is reported with the pip package that
+brings it. None of this runs in CI (``.ci/run``): engine tests skip there, saying why.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import nox
+import tomllib
+
+ROOT = Path(__file__).parent
+ENVS = ROOT / "peers" / "envs"
+TORCH = "torch==2.13.0"
+REPORTS = ROOT / ".nox" / "reports"
+
+nox.options.sessions = ["peers"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def groups() -> list[str]:
+    return sorted(path.stem for path in ENVS.glob("*.txt"))
+
+
+def directives(group: str) -> tuple[list[str], list[list[str]]]:
+    """(the peers the group runs, the pip commands to run after its requirements)."""
+    peers: list[str] = []
+    steps: list[list[str]] = []
+    for line in (ENVS / f"{group}.txt").read_text(encoding="utf-8").splitlines():
+        text = line.strip().lstrip("#").strip() if line.lstrip().startswith("#") else ""
+        if text.startswith("peers:"):
+            peers += text.removeprefix("peers:").split()
+        elif text.startswith("pip:"):
+            steps.append(shlex.split(text.removeprefix("pip:")))
+    return peers, steps
+
+
+def light_dependencies() -> list[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return [*project["dependencies"], "pytest>=8"]
+
+
+def run_group(session: nox.Session, group: str) -> None:
+    peers, steps = directives(group)
+    session.install(TORCH)
+    session.install("-r", str(ENVS / f"{group}.txt"))
+    for step in steps:
+        session.run("python", "-m", "pip", *step)
+    # editable: the tests run from the checkout, whose posenc/ would shadow a wheel install
+    session.install("--no-deps", "-e", ".")
+    session.install(*light_dependencies())
+    session.run("python", "-m", "pytest", "-q", "-rs", "tests/test_engines.py",
+                "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-k", group)
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    missing = []
+    for peer in peers:
+        code = ("from posenc.backends import get_backend\n"
+                f"gone = get_backend('peer:{peer}').missing()\n"
+                f"print(f'peer:{peer} needs the {{gone[0]}} module: pip install {{gone[1]}}' "
+                "if gone else '', end='')")
+        said = session.run("python", "-c", code, silent=True)
+        if said:
+            session.warn(said)
+            missing.append(said)
+            continue
+        session.run("posenc", "conformance", "--backend", f"peer:{peer}", "--precision",
+                    "reduced", "-q", "--json", str(REPORTS / f"peer-{peer}.json"),
+                    success_codes=[0, 1])
+    if missing:
+        session.error(f"group {group}: {'; '.join(missing)} (requirements in "
+                      f"peers/envs/{group}.txt)")
+
+
+def _define(group: str) -> None:
+    @nox.session(name=group)
+    def session(session: nox.Session) -> None:
+        run_group(session, group)
+
+    session.__doc__ = f"the {group} peers: peers/envs/{group}.txt, then its engine tests and peers"
+
+
+for _group in groups():
+    _define(_group)
+
+
+@nox.session(venv_backend="none")
+def peers(session: nox.Session) -> None:
+    """Every peer group, each in its own environment."""
+    for group in groups():
+        session.notify(group)
