@@ -194,6 +194,9 @@ class Context:
         result = compare(actual, expected, tol, scale=scale, angle_bound=angle_bound)
         if not result.ok:
             raise CheckFailure(f"{what}: {result.message}", result.details())
+        if not result.judgeable:  # within a tolerance that tells nothing apart: no pass
+            raise CheckFailure(f"{what}: {result.unjudged_note()}; {result.message}",
+                               result.details())
         return result
 
     def assert_equal(self, actual: np.ndarray, expected: np.ndarray, what: str) -> None:

@@ -16,14 +16,14 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 
-from . import comparisons, grading, messages, scope, selection, tiers
+from . import comparisons, grading, messages, scope, selection, tiers, tolerances
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
 from .golden_gate import GoldenCaseError, VerifiedGolden, verify
 from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
-from .tolerances import PROFILES, Tolerance, tolerance_for
+from .tolerances import PROFILES, Tolerance
 
 MODES = ("eager", "compiled")
 FAILING = ("fail", "error")
@@ -174,8 +174,7 @@ class Runner:
         return self._goldens[spec_id]
 
     def _tolerance(self, check: Check, profile: str) -> Tolerance:
-        spec = self.specs[check.encoding]
-        return tolerance_for(check.dtype, spec.tolerances, profile, spec.trigonometric)
+        return tolerances.for_spec(self.specs[check.encoding], check.dtype, profile)
 
     def _context(self, check: Check, backend: Backend, profile: str = "exact") -> Context:
         spec = self.specs[check.encoding]
