@@ -244,6 +244,10 @@ class Runner:
             reason = str(exc) or type(exc).__name__
             result = Result(check, "unsupported", f"{reason} (raised at {messages.last_frame(exc)})")
         except CheckFailure as exc:
+            if check.kind == "property" and ctx is not None and ctx.last_output is not None \
+                    and ctx.last_call is not None:  # which declared bug its last call shows
+                self._diagnoser.explain_call(exc, ctx.spec, (ctx.last_call[0], ctx.last_inputs),
+                                             ctx.last_output, ctx.tol)
             result = messages.failure(Result(check, "fail", _with_notes(exc), dict(exc.details)),
                                       ctx)
         except PosencError as exc:
