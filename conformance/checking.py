@@ -48,7 +48,7 @@ class CheckReport:
     def grade(self) -> str | None:
         """The tightest precision profile every graded check in scope meets (None: some check
         meets none, or nothing was graded)."""
-        graded = [r for r in self.results if r.status not in ("unsupported", "xfail")
+        graded = [r for r in self.results if r.status not in ("unsupported", "xfail", "unjudgeable")
                   and r.check.kind in ("case", "property")]
         if not graded or any(r.grade is None for r in graded):
             return None
@@ -67,7 +67,9 @@ class CheckReport:
         return out
 
     def text(self, verbose: bool = False) -> str:
-        parts = [f"{self.implementation}: {self.in_scope} of {len(self.results)} checks in scope; "
+        blind = sum(r.status == "unjudgeable" for r in self.results)
+        parts = [f"{self.implementation}: {self.in_scope} of {len(self.results)} checks in scope"
+                 f"{f' ({blind} not judgeable)' if blind else ''}; "
                  f"grade: {self.grade or 'none'} (asked: {self.precision})"]
         supplied = {r.details["posenc_supplies"] for r in self.results
                     if r.details.get("posenc_supplies")}

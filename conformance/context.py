@@ -77,6 +77,9 @@ class Context:
     last_call: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None
     last_ints: dict[str, np.ndarray] = field(default_factory=dict)  # its integer inputs
     last_shape: tuple[int, ...] | None = None  # the shape of the last result
+    # the last call's NumPy inputs and its result (run() only), to diagnose a property failure
+    last_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    last_output: np.ndarray | None = None
 
     # -- inputs -------------------------------------------------------------------------
     @staticmethod
@@ -130,6 +133,8 @@ class Context:
         self.last_ints = {k: np.asarray(inputs[k]) for k in present
                           if self._dtype_of(k) == self.backend.index_dtype}
         self.last_shape = None
+        self.last_inputs = {k: np.asarray(inputs[k]) for k in present}
+        self.last_output = None
         reason = scope.out_of_scope(self.backend, self.spec.function, params)
         if reason:
             raise Unsupported(f"out of {self.backend.name}'s declared scope: {reason}")
@@ -145,7 +150,7 @@ class Context:
         results; a tuple stacked on a new leading axis), after checking that it is made of
         arrays of this backend, of the dtype under test."""
         out = self.to_numpy(self.raw(inputs, **params))
-        self.last_shape = out.shape
+        self.last_shape, self.last_output = out.shape, out
         return out
 
     def to_numpy(self, out: Any) -> np.ndarray:
@@ -194,6 +199,9 @@ class Context:
         result = compare(actual, expected, tol, scale=scale, angle_bound=angle_bound)
         if not result.ok:
             raise CheckFailure(f"{what}: {result.message}", result.details())
+        if not result.judgeable:  # within a tolerance that tells nothing apart: no pass
+            raise CheckFailure(f"{what}: {result.unjudged_note()}; {result.message}",
+                               result.details())
         return result
 
     def assert_equal(self, actual: np.ndarray, expected: np.ndarray, what: str) -> None:

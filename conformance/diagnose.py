@@ -9,13 +9,22 @@ same case fails in every dtype and mode of a broken backend). A diagnosis *match
    whose dtype adds errors of its own (float32 angles, bfloat16 rounding), lies at least
    ``CLOSER`` times closer to it than to the golden.
 
-Among matches the strict ones win, then the smallest max abs error, then the declaration
-order; the other matches whose outputs agree with the winner's within tolerance are listed as
-indistinguishable on this case.
+Matches are ranked by how well each explains the error pattern: the residual left after
+subtracting the diagnosis's output from the backend's, as a fraction of the error itself
+(root mean square over the elements). A bug whose error grows with the position (positions
+in bfloat16) leaves almost nothing of the error when it is the bug, while a constant shift
+(an off-by-one) leaves most of it; the message says what the leader leaves and what the
+runner-up leaves. Strict matches (within tolerance) rank first, then the smallest residual,
+then the declaration order; the other matches whose outputs agree with the winner's within
+tolerance are listed as indistinguishable on this case.
+
+A failing property is diagnosed the same way on its last call of the implementation, with
+the reference's output on those inputs in place of a golden (:meth:`Diagnoser.explain_call`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,19 +47,53 @@ class Match:
     strict: bool
     overrides: dict[str, Any]
     indistinguishable: list[str] = field(default_factory=list)
+    unexplained: float = 0.0  # rms(actual - diagnosis) / rms(actual - golden)
+    runner_up: tuple[str, float] | None = None  # the next candidate and what it leaves
+    where: str = ""  # "" for a golden case, else what the diagnosis was evaluated on
 
     def record(self) -> dict[str, Any]:
-        return {"name": self.diagnosis.name, "title": self.diagnosis.title,
-                "explanation": self.diagnosis.explanation,
-                "max_abs": self.max_abs, "also": list(self.indistinguishable)}
+        out = {"name": self.diagnosis.name, "title": self.diagnosis.title,
+               "explanation": self.diagnosis.explanation,
+               "max_abs": self.max_abs, "also": list(self.indistinguishable),
+               "unexplained": self.unexplained}
+        if self.runner_up is not None:
+            out["runner_up"] = {"name": self.runner_up[0], "unexplained": self.runner_up[1]}
+        if self.where:
+            out["on"] = self.where
+        return out
+
+    def why(self) -> str:
+        """Why this candidate leads: how much of the error it leaves, and the next one."""
+        left = f"it leaves {_percent(self.unexplained)} of the error unexplained"
+        if self.runner_up is None:
+            return f"{left}; no other declared bug matches"
+        name, rest = self.runner_up
+        return f"{left}, the next candidate ({name}) {_percent(rest)}"
 
     def line(self) -> str:
         d = self.diagnosis
         to = "exactly" if self.max_abs == 0 else f"to {self.max_abs:.1e}"
         also = (f" (equally: {', '.join(self.indistinguishable)})"
                 if self.indistinguishable else "")
-        return f"likely: {d.title} — output matches {d.describe(self.overrides)} {to}: " \
-               f"{d.explanation}{also}"
+        on = f" on {self.where}" if self.where else ""
+        return f"likely: {d.title} — output{on} matches {d.describe(self.overrides)} {to}: " \
+               f"{d.explanation}{also}\nwhy it leads: {self.why()}"
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%" if fraction >= 1e-3 else "under 0.1%"
+
+
+def _unexplained(actual: np.ndarray, out: np.ndarray, expected: np.ndarray) -> float:
+    """The part of the error ``actual - expected`` that ``out`` leaves: rms(actual - out) /
+    rms(actual - expected), over the elements finite in all three (0 when there is no error)."""
+    a, o, e = (np.asarray(v, dtype=np.complex128 if np.iscomplexobj(v) else np.float64)
+               for v in (actual, out, expected))
+    finite = np.isfinite(a) & np.isfinite(o) & np.isfinite(e)
+    error = float(np.sqrt(np.mean(np.abs(a - e)[finite] ** 2))) if finite.any() else 0.0
+    if error == 0.0:
+        return 0.0
+    return float(np.sqrt(np.mean(np.abs(a - o)[finite] ** 2))) / error
 
 
 class Diagnoser:
@@ -97,19 +140,66 @@ class Diagnoser:
             closer = (np.isfinite(result.max_abs) and to_golden is not None
                       and result.max_abs * CLOSER <= to_golden)
             if result.ok or closer:
-                matches.append((Match(diagnosis, result.max_abs, result.ok, diagnosis.params),
+                matches.append((Match(diagnosis, result.max_abs, result.ok, diagnosis.params,
+                                      unexplained=_unexplained(actual, out, case.output)),
                                 out))
         if not matches:
             return None
         order = {d.name: i for i, d in enumerate(spec.diagnoses)}
-        matches.sort(key=lambda m: (not m[0].strict, m[0].max_abs, order[m[0].diagnosis.name]))
+        matches.sort(key=lambda m: (not m[0].strict, m[0].unexplained, m[0].max_abs,
+                                    order[m[0].diagnosis.name]))
         best, best_out = matches[0]
+        if len(matches) > 1:
+            best.runner_up = (matches[1][0].diagnosis.name, matches[1][0].unexplained)
         for other, out in matches[1:]:
             same = (np.array_equal(out, best_out) if exact
                     else compare(out, best_out, tol, scale=scale, angle_bound=angle_bound).ok)
             if same:
                 best.indistinguishable.append(other.diagnosis.name)
         return best
+
+    def explain_call(self, failure: Any, spec: Spec, call: tuple[dict[str, Any], dict[str, Any]],
+                     actual: np.ndarray, tol: Tolerance) -> None:
+        """Diagnose a failing property from its last call of the implementation: ``call`` is
+        (parameters, NumPy inputs), ``actual`` what the implementation returned. The reference's
+        output on those inputs stands in for a golden; nothing is added when the call agrees
+        with it (the property failed for another reason) or no diagnosis matches."""
+        if not spec.diagnoses or spec.output_kind == "int" or "diagnosis" in failure.details:
+            return
+        params, arrays = call
+        inputs = {d.name: arrays.get(d.name) for d in spec.inputs}
+        try:
+            resolved = resolve_params(spec, params)
+            reference = catalog.reference_function(spec)
+            expected = output_array(reference(*inputs.values(), **resolved))
+            bound = 0.0
+            if spec.trigonometric:
+                bound = float(catalog.reference_module(spec).angle_bound(*inputs.values(),
+                                                                         **resolved))
+        except Exception:  # the property called outside what the reference evaluates
+            return
+        if expected.shape != actual.shape:
+            return
+        floats = [np.abs(v).max(initial=0.0) for d in spec.inputs
+                  if d.kind == "float" and (v := inputs.get(d.name)) is not None]
+        scale = max([float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)), *floats])
+        scale = scale or 1.0
+        if compare(actual, expected, tol, scale=scale, angle_bound=bound).ok:
+            return
+        digest = hashlib.sha256(repr(sorted(params.items())).encode())
+        for value in inputs.values():
+            digest.update(b"-" if value is None else np.ascontiguousarray(value).tobytes())
+        case = GoldenCase(f"property call {digest.hexdigest()[:16]}", dict(params), inputs,
+                          expected, bound)
+        try:
+            match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=bound)
+        except Exception:  # naming the bug must never change the verdict
+            return
+        if match is None:
+            return
+        match.where = "the property's last call"
+        failure.details["diagnosis"] = match.record()
+        failure.add_note(match.line())
 
     def explain(self, failure: Any, spec: Spec, case: GoldenCase, actual: np.ndarray,
                 tol: Tolerance, *, scale: float, angle_bound: float = 0.0) -> None:

@@ -19,7 +19,7 @@ from posenc.backends.backend import FLOAT_DTYPES
 
 from .merge import combined_status
 
-STATUSES = ("pass", "fail", "error", "conflict", "xfail", "xpass", "unsupported")
+STATUSES = ("pass", "fail", "error", "conflict", "xfail", "xpass", "unjudgeable", "unsupported")
 MODES = ("eager", "compiled")
 
 CSS = """

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .grading import UNJUDGEABLE
 from .runner import Result
 
 SKIPPED = ("unsupported", "xfail")
@@ -29,6 +30,8 @@ def closing_line(results: list[Result]) -> str:
     failed = counts["fail"] + counts["error"]
     skipped = sum(counts[s] for s in SKIPPED)
     line = f"conformance: {passed} passed, {failed} failed, {skipped} skipped"
+    if counts[UNJUDGEABLE]:  # neither a pass nor a failure: the profile cannot tell
+        line += f", {counts[UNJUDGEABLE]} not judgeable"
     if counts["unsupported"]:  # coverage: the checks in the implementation's scope
         line += f"; in scope: {len(results) - counts['unsupported']} of {len(results)} checks"
     return line
@@ -42,11 +45,14 @@ def _cell(results: list[Result]) -> str:
         return "-"
     if ran == 0:
         return "unsupported"
-    text = f"FAIL {failed}/{ran}" if failed else f"ok {ran}"
+    judged = ran - counts[UNJUDGEABLE]
+    text = f"FAIL {failed}/{ran}" if failed else f"ok {judged}" if judged else "not judgeable"
     if failed:  # where: the dtype/mode combinations that failed
         where = sorted({f"{r.check.dtype}/{r.check.mode}" for r in results if r.failed})
         text += f" [{', '.join(where[:4])}{', …' if len(where) > 4 else ''}]"
     extras = [f"{counts[s]} {s}" for s in ("xfail", "xpass") if counts[s]]
+    if counts[UNJUDGEABLE]:
+        extras.append(f"{counts[UNJUDGEABLE]} not judgeable")
     looser = Counter(r.grade for r in results if r.status == "pass" and r.grade not in (None, "exact"))
     extras += [f"{n} graded {grade}" for grade, n in sorted(looser.items())]
     if counts["unsupported"]:
@@ -74,12 +80,20 @@ def failures(results: list[Result], limit: int | None = None) -> str:
     failed = [r for r in results if r.failed]
     lines = []
     for r in failed[:limit]:
-        grade = f" (meets the {r.grade} profile)" if r.grade else ""
+        blind = r.details.get("not_judgeable_under")
+        grade = (f" (meets the {r.grade} profile)" if r.grade else
+                 f" (not judgeable under the {blind} profile)" if blind else "")
         lines.append(f"{r.status.upper()} {r.check.id}{grade}")
         lines += [f"    {line}" for line in r.message.splitlines()[:16]]
     if limit is not None and len(failed) > limit:
         lines.append(f"... and {len(failed) - limit} more (see --json)")
     lines += grades(results, limit)
+    blind = [r for r in results if r.status == UNJUDGEABLE]
+    for r in blind[:limit]:
+        lines.append(f"NOT JUDGEABLE {r.check.id}")
+        lines += [f"    {line}" for line in r.message.splitlines()[:4]]
+    if limit is not None and len(blind) > limit:
+        lines.append(f"... and {len(blind) - limit} more not judgeable under the profile asked")
     return "\n".join(lines)
 
 

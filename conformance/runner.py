@@ -18,14 +18,14 @@ from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 from posenc.golden import GoldenCase
 
-from . import comparisons, grading, messages, scope, selection, tiers
+from . import comparisons, grading, messages, scope, selection, tiers, tolerances
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
 from .golden_gate import GoldenCaseError, VerifiedGolden, verify
 from .gradients import check_gradient, differentiable, pick_case
 from .properties import get_property, known_properties
-from .tolerances import PROFILES, Tolerance, tolerance_for
+from .tolerances import PROFILES, Tolerance
 
 MODES = ("eager", "compiled")
 FAILING = ("fail", "error")
@@ -176,8 +176,7 @@ class Runner:
         return self._goldens[spec_id]
 
     def _tolerance(self, check: Check, profile: str) -> Tolerance:
-        spec = self.specs[check.encoding]
-        return tolerance_for(check.dtype, spec.tolerances, profile, spec.trigonometric)
+        return tolerances.for_spec(self.specs[check.encoding], check.dtype, profile)
 
     def _context(self, check: Check, backend: Backend, profile: str = "exact") -> Context:
         spec = self.specs[check.encoding]
@@ -249,6 +248,10 @@ class Runner:
             reason = str(exc) or type(exc).__name__
             result = Result(check, "unsupported", f"{reason} (raised at {messages.last_frame(exc)})")
         except CheckFailure as exc:
+            if check.kind == "property" and ctx is not None and ctx.last_output is not None \
+                    and ctx.last_call is not None:  # which declared bug its last call shows
+                self._diagnoser.explain_call(exc, ctx.spec, (ctx.last_call[0], ctx.last_inputs),
+                                             ctx.last_output, ctx.tol)
             result = messages.failure(Result(check, "fail", _with_notes(exc), dict(exc.details)),
                                       ctx)
         except PosencError as exc:

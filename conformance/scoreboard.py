@@ -102,6 +102,13 @@ def _met(grades: list[str | None]) -> str:
     return max(grades, key=PROFILES.index)
 
 
+def _met_of(scoped: list[Result]) -> str:
+    """:func:`_met` of the checks a profile could judge, and how many none could."""
+    judged = [r.grade for r in scoped if r.status != "unjudgeable"]
+    blind = len(scoped) - len(judged)
+    return _met(judged) + (f", {blind} not judgeable" if blind else "")
+
+
 def _explanation(result: Result, notes: dict[str, str]) -> str:
     diagnosis = result.details.get("diagnosis") or (result.details.get("tighter") or {}).get(
         "diagnosis")
@@ -115,6 +122,10 @@ def _explanation(result: Result, notes: dict[str, str]) -> str:
             return note
     if result.status == "pass" and result.grade in PROFILE_MEANS:
         return PROFILE_MEANS[result.grade]
+    if result.status == "unjudgeable":  # one line for all: the numbers differ per check
+        profile = (result.details.get("not_judgeable") or {}).get("profile", "asked")
+        return (f"the {profile} profile's tolerance reaches a tenth of the values there: it "
+                "cannot tell these from a bug (neither a pass nor a failure)")
     lines = [line.strip() for line in result.message.splitlines() if line.strip()]
     first = lines[0] if lines else result.status
     raised = next((line for line in lines if line.startswith("raised at ")), None)
@@ -142,7 +153,7 @@ def table(peer: PeerBackend, results: list[Result]) -> list[str]:
                   for i in range(len(PROFILES))]
         lines.append(f"| {encoding} | {dtype} | {len(scoped)}/{len(group)} | "
                      + " | ".join(f"{c}/{len(scoped)}" for c in counts)
-                     + f" | {_met([r.grade for r in scoped])} |")
+                     + f" | {_met_of(scoped)} |")
     return lines
 
 
@@ -195,7 +206,9 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
         "**conventional**, **reduced** count the in-scope checks that meet each precision "
         "profile (`--precision`; conventional admits float32 angles m·θ, reduced angles or "
         "cos/sin held in bfloat16/float16); **profile met** is the tightest profile every "
-        "in-scope check meets (none: some check fails or errors under all three). Every check "
+        "in-scope check meets (none: some check fails or errors under all three), with the "
+        "checks that profile cannot judge (its tolerance reaches a tenth of the values) "
+        "counted apart as not judgeable. Every check "
         "below exact is listed under the table with the diagnosis posenc matched, the "
         "adapter's note on a known deviation, or the failure's first line.", "",
         "| peer | versions | result |", "|---|---|---|"]
@@ -208,7 +221,7 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
         bad = {s: sum(r.status == s for r in scoped) for s in ("fail", "error")}
         bad_text = ", ".join(f"{n} {'failing' if s == 'fail' else 'erroring'}"
                              for s, n in bad.items() if n)
-        lines.append(f"| `{name}` | {versions} | profile met: {_met([r.grade for r in scoped])}"
+        lines.append(f"| `{name}` | {versions} | profile met: {_met_of(scoped)}"
                      + (f" ({bad_text})" if bad_text else "")
                      + f"; {len(scoped)}/{len(results)} checks in scope; {seconds:.0f} s |")
     for name, (peer, results, _) in runs.items():

@@ -13,4 +13,6 @@ def test_conformance(posenc_check: Any, posenc_runner: Any) -> None:
         pytest.skip(result.message)
     if result.status == "xfail":
         pytest.xfail(result.message)
+    if result.status == "unjudgeable":  # the profile's tolerance tells nothing apart: no pass
+        pytest.skip(result.message)
     assert not result.failed, f"{result.status}: {result.message}"

@@ -40,8 +40,11 @@ def test_the_guides_backend_runs_as_shown(tmp_path) -> None:
                    "--mode", "eager", "--dtype", "float32", "--only", "cases", "-q",
                    "--expectations", "gaps.yaml", cwd=tmp_path)
     assert proc.returncode == 1
-    assert "FAIL my-rope/cpu/float32/eager/rope/case:near_2_17 (meets the conventional " \
-           "profile)" in proc.stdout
+    assert "FAIL my-rope/cpu/float32/eager/rope/case:llama_head_dim_128 (meets the " \
+           "conventional profile)" in proc.stdout
+    # near 2^17 float32 arithmetic may be off by 0.39 of the values: conventional cannot judge
+    assert "FAIL my-rope/cpu/float32/eager/rope/case:near_2_17 (not judgeable under the " \
+           "conventional profile)" in proc.stdout
     assert "layout='interleaved': only the half layout is implemented" not in proc.stdout
     proc = _posenc("conformance", "--backend", "./my_backend.py:BACKEND", "--encoding", "rope",
                    "--mode", "eager", "--dtype", "float16", "--only", "cases", "-q",
@@ -63,7 +66,8 @@ def test_the_guides_pytest_command_runs(tmp_path) -> None:
                            "--posenc-max-examples", "4"], capture_output=True, text=True,
                           cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "14 passed, 42 skipped" in proc.stdout
+    # near_2_17 and rope_phase_precision are not judgeable under conventional: skipped too
+    assert "12 passed, 44 skipped" in proc.stdout
 
 
 def test_the_guides_converted_pairing_runs_the_interleaved_cases(tmp_path, monkeypatch) -> None:

@@ -464,5 +464,6 @@ def test_transformers_llama_rotary_tables_through_the_cache_adapter() -> None:
         failing["partial_rotary_factor_in_dict"]
     graded = [r for r in report.results if r.status == "pass"]
     assert any(r.grade == "conventional" for r in graded)
-    assert {r.check.name for r in graded if r.grade == "conventional"} >= {"near_2_17",
-                                                                            "decode_one_token"}
+    assert "decode_one_token" in {r.check.name for r in graded if r.grade == "conventional"}
+    # near 2^17 the conventional allowance reaches 0.39 of the values: it cannot judge there
+    assert next(r for r in report.results if r.check.name == "near_2_17").status == "unjudgeable"

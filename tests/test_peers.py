@@ -103,21 +103,25 @@ def test_transformers_rope_passes_conventional_and_misses_exact_only_by_float32_
     _needs("torch", "transformers")
     spec = specs()["rope"]
     results = _results("peer:transformers", "rope", "float32")
+    # near 2^17 and 2^20 the conventional allowance for float32 angles of float32 frequencies
+    # reaches a tenth of the values: those checks are not judgeable under it, never failures
     for case in spec.cases:
         result = results[f"case:{case.name}"]
         if _transformers_scope(resolve_params(spec, case.params)):
-            assert result.status == "pass", (case.name, result.message)
+            assert result.status in ("pass", "unjudgeable"), (case.name, result.message)
         else:
             assert result.status == "unsupported", (case.name, result.status)
             assert "out of" in result.message or "transformers" in result.message
-    assert {r.status for r in results.values()} <= {"pass", "unsupported"}, \
-        {k: r.message for k, r in results.items() if r.status not in ("pass", "unsupported")}
+    assert {r.status for r in results.values()} <= {"pass", "unsupported", "unjudgeable"}, \
+        {k: r.message for k, r in results.items()
+         if r.status not in ("pass", "unsupported", "unjudgeable")}
     below = [r for r in results.values() if r.status == "pass" and r.grade != "exact"]
     assert below, "transformers' float32 angles must miss the exact profile somewhere"
     for r in below:  # conventional: the float32-angle allowance, and no porting bug claimed
         assert r.grade == "conventional", (r.check.name, r.grade)
         assert r.details["tighter"]["diagnosis"] is None, r.details["tighter"]
-    assert results["case:near_2_17"].grade == "conventional"  # 6e-3 off at 2^17: see the spec
+    assert results["case:near_2_17"].status == "unjudgeable"  # 6e-3 off at 2^17: see the spec
+    assert results["case:llama_head_dim_128"].grade == "conventional"
     assert results["case:decode_one_token"].status == "pass"
 
 

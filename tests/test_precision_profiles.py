@@ -79,8 +79,14 @@ def test_float32_angles_fail_exact_only_on_precision(hf_exact: list[Any]) -> Non
     assert not [r for r in hf_exact if r.status == "error"], report.failures(hf_exact)
     failed = [r for r in hf_exact if r.failed]
     assert failed, "float32 angles must not meet the exact profile everywhere"
-    assert all(r.grade == "conventional" for r in failed), report.failures(failed)
-    assert any(r.check.name == "rope_phase_precision" for r in failed)
+    # each meets the conventional profile, or that profile cannot judge it (its allowance for
+    # float32 angle and frequency arithmetic reaches a tenth of the data): never a bug
+    assert all(r.grade == "conventional" or r.details.get("not_judgeable_under") == "conventional"
+               for r in failed), report.failures(failed)
+    assert any(r.grade == "conventional" for r in failed)
+    phase = next(r for r in failed if r.check.name == "rope_phase_precision")
+    assert "not a precision issue" not in phase.message
+    assert "float32 angles m*theta of float32 frequencies" in phase.message
     passed = [r for r in hf_exact if r.status == "pass"]
     assert passed and all(r.grade == "exact" for r in passed)
     unsupported = {r.check.name: r.message for r in hf_exact if r.status == "unsupported"}
@@ -96,13 +102,20 @@ def test_float32_angles_pass_conventional_with_that_grade(hf_exact: list[Any]) -
     graded = {r.check.name: r.grade for r in results if r.status == "pass"}
     assert graded == {r.check.name: r.grade for r in hf_exact if r.grade is not None}
     assert "conventional" in graded.values()
+    blind = {r.check.name for r in results if r.status == "unjudgeable"}
+    assert blind == {r.check.name for r in hf_exact
+                     if r.details.get("not_judgeable_under") == "conventional"}
+    assert "rope_phase_precision" in blind and all(r.grade is None for r in results
+                                                   if r.status == "unjudgeable")
     text = report.failures(results)
     assert "(grade: conventional, not exact)" in text
-    n = sum(g == "conventional" for g in graded.values())
-    assert f"ok {len(graded)} ({n} graded conventional, in scope {len(graded)}/{len(results)})" \
-        in report.matrix(results)
+    assert "NOT JUDGEABLE hf-llama/cpu/float32/eager/rope/property:rope_phase_precision" in text
+    n, ran = sum(g == "conventional" for g in graded.values()), len(graded) + len(blind)
+    assert (f"ok {len(graded)} ({len(blind)} not judgeable, {n} graded conventional, in scope "
+            f"{ran}/{len(results)})") in report.matrix(results)
     line = report.closing_line(results)
-    assert "0 failed" in line and f"in scope: {len(graded)} of {len(results)}" in line
+    assert "0 failed" in line and f"{len(blind)} not judgeable" in line
+    assert f"in scope: {ran} of {len(results)}" in line
 
 
 def _bf16_angle_rope(x: Any, positions: Any = None, *, base: float = 10000.0, **kw: Any) -> Any:
@@ -134,8 +147,12 @@ BF16_ANGLES = dataclasses.replace(get_backend("torch"), name="bf16-angles",
 def test_bf16_angles_grade_reduced() -> None:
     results = _rope_results(BF16_ANGLES, "exact", properties=False)
     by_name = {r.check.name: r for r in results}
+    padded = by_name["batched_left_padding"]  # angles up to 4: bfloat16 is 2^-9 off
+    assert (padded.status, padded.grade) == ("fail", "reduced"), padded.message
+    # at position 104, bfloat16 angles are 0.4 rad off: the reduced profile cannot judge there
     llama = by_name["llama_head_dim_128"]
-    assert (llama.status, llama.grade) == ("fail", "reduced"), llama.message
+    assert (llama.status, llama.grade) == ("fail", None), llama.message
+    assert llama.details["not_judgeable_under"] == "reduced"
     assert by_name["interleaved_default_positions"].status == "unsupported"
     assert "half layout only" in by_name["interleaved_default_positions"].message
     reduced = _rope_results(BF16_ANGLES, "reduced", properties=False)
@@ -143,6 +160,8 @@ def test_bf16_angles_grade_reduced() -> None:
     assert {r.check.name: r.grade for r in reduced if r.grade} == {
         r.check.name: r.grade for r in results if r.grade}
     assert "reduced" in {r.grade for r in reduced}
+    assert reduced[[r.check.name for r in reduced].index("llama_head_dim_128")].status == \
+        "unjudgeable"
     assert not [r for r in _rope_results(BF16_ANGLES, "conventional", properties=False)
                 if r.grade == "reduced" and not r.failed]
 
@@ -158,7 +177,7 @@ def test_pytest_plugin_takes_the_profile_from_its_option_or_ini(tmp_path: Any) -
             [sys.executable, "-m", "pytest", "--pyargs", "posenc.conformance",
              "--posenc-backend", "tests.test_precision_profiles:BF16_ANGLES",
              "--posenc-encoding", "rope", "--posenc-dtype", "float32", "--posenc-mode",
-             "eager", "-k", "llama_head_dim_128", "-q", "-p", "no:cacheprovider", *extra],
+             "eager", "-k", "batched_left_padding", "-q", "-p", "no:cacheprovider", *extra],
             capture_output=True, text=True, cwd=TESTS.parent, timeout=300)
         return proc.stdout
 
