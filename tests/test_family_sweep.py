@@ -1,0 +1,183 @@
+"""``posenc sweep transformers`` (conformance/family_sweep.py) and docs/families.md.
+
+The judge is tested on synthetic observations whose rotations are written out here in
+float64 (not with posenc), correct and with the bugs a port makes planted; the sweep itself
+runs on a handful of representative families, whose expected verdicts and pairings are
+what those models are known to compute (GPT-J and Cohere pair (2i, 2i+1), DeepSeek-V3
+de-interleaves, GPT-NeoX rotates a quarter of each head ...), never read from a run. The
+full sweep is `posenc sweep transformers` (docs/families.md says how long it takes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posenc.conformance import family_sweep
+
+from .conftest import run_cli
+
+PREFILL = np.array([[1, 1, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5]])
+DECODE = np.array([[4], [6]])
+
+
+def _rotate(x: np.ndarray, positions: np.ndarray, *, base: float, width: int,
+            pairing: str = "half") -> np.ndarray:
+    """RoFormer's rotation of the first ``width`` features of x [b, h, s, d], by hand."""
+    out = x.copy()
+    half = width // 2
+    for i in range(half):
+        theta = base ** (-2.0 * i / width)
+        a, b = (i, i + half) if pairing == "half" else (2 * i, 2 * i + 1)
+        angle = positions[:, None, :] * theta
+        c, s = np.cos(angle), np.sin(angle)
+        out[..., a] = x[..., a] * c - x[..., b] * s
+        out[..., b] = x[..., b] * c + x[..., a] * s
+    return out
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float32).astype(np.float64)
+
+
+CONFIG = {"model_type": "synthetic", "hidden_size": 64, "num_attention_heads": 4,
+          "head_dim": 16, "num_hidden_layers": 2, "max_position_embeddings": 64,
+          "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                              "partial_rotary_factor": 0.5}}
+
+
+def _observation(mutate: str = "") -> object:
+    """A two-layer family with a half-rotary (8 of 16 features) rope of base 1e4, as a
+    float32 implementation computes it, or with one bug planted."""
+    from posenc.backends.peers.transformers_families import Observation
+
+    rng = np.random.default_rng(0)
+    calls = []
+    for phase, positions in (("prefill", PREFILL), ("decode", DECODE)):
+        for layer in range(2):
+            pairs = []
+            for _ in range(2):  # q, k
+                x = _f32(rng.standard_normal((2, 4, positions.shape[1], 16)))
+                width, base, pos, pairing = 8, 10000.0, positions, "half"
+                if mutate == "full width":
+                    width = 16
+                if mutate == "interleaved":
+                    pairing = "interleaved"
+                if mutate == "arange":
+                    pos = np.broadcast_to(np.arange(positions.shape[1]), positions.shape)
+                y = _rotate(x, pos, base=base, width=width, pairing=pairing)
+                if mutate == "nope" and layer == 1:
+                    y = x
+                pairs.append((x, _f32(y)))
+            calls.append({"function": "apply_rotary_pos_emb", "layer": layer, "phase": phase,
+                          "pairs": pairs})
+    positions = [0, 1, 7, 63, 64, 200, 4097]
+    theta = 10000.0 ** (-np.arange(0, 8, 2) / 8.0)
+    if mutate == "base":
+        theta = 500000.0 ** (-np.arange(0, 8, 2) / 8.0)
+    angles = (np.array(positions, dtype=np.float32)[:, None] * theta.astype(np.float32)
+              ).astype(np.float32).astype(np.float64)
+    table = {"layer_type": None, "positions": positions,
+             "inv_freq": _f32(theta), "attention_scaling": 1.0,
+             "cos": _f32(np.cos(np.concatenate([angles, angles], -1)))[None],
+             "sin": _f32(np.sin(np.concatenate([angles, angles], -1)))[None]}
+    return Observation("synthetic", config=dict(CONFIG), calls=calls, tables=[table],
+                       layers=2, wiring="recorded apply_rotary_pos_emb")
+
+
+def test_a_correct_family_conforms_with_its_pairing() -> None:
+    verdict = family_sweep.judge(_observation())
+    assert verdict.verdict == "conforms", verdict.reason
+    assert verdict.profile == "conventional"  # float32 angles m·θ in the table
+    assert verdict.pairing == "half"
+    assert verdict.checked == ["frequencies", "wiring"]
+
+
+def test_interleaved_pairs_are_a_convention_not_a_divergence() -> None:
+    verdict = family_sweep.judge(_observation("interleaved"))
+    assert (verdict.verdict, verdict.pairing) == ("conforms", "interleaved")
+
+
+@pytest.mark.parametrize(("mutant", "diagnosis", "field"), [
+    ("full width", "partial rotary width is ignored", "partial_rotary_factor"),
+    ("arange", "positions ignored", "position_ids"),
+    ("nope", "not rotated", "no_rope_layers"),
+])
+def test_a_planted_bug_diverges_with_its_diagnosis_and_field(mutant: str, diagnosis: str,
+                                                             field: str) -> None:
+    verdict = family_sweep.judge(_observation(mutant))
+    assert verdict.verdict == "diverges"
+    assert diagnosis in verdict.reason and field in verdict.reason, verdict.reason
+
+
+def test_wrong_frequencies_diverge() -> None:
+    verdict = family_sweep.judge(_observation("base"))
+    assert verdict.verdict == "diverges"
+    assert {f.what.split(" (")[0] for f in verdict.findings if f.grade is None} == {
+        "all layers inv_freq", "all layers cos/sin"}
+
+
+def test_float32_error_past_what_float32_can_judge_is_not_judged() -> None:
+    """A cos at angle 2^20 computed in float32 is off by up to ~0.06: the conventional
+    profile's tolerance there is a fraction of the data, so the row is not judged at all."""
+    angle = np.float32(2.0**20 + 0.3)
+    got, want = np.cos(np.array([angle])).astype(np.float64), np.cos(np.array([2.0**20 + 0.3]))
+    assert family_sweep.grade(got, want, scale=1.0, angle_bound=2.0**20)[2] is False
+    assert family_sweep.grade(got, want, scale=1.0, angle_bound=8.0)[2] is True
+
+
+# -- the representative families, for real ------------------------------------------------------
+EXPECTED = {  # family: pairing (bias families: none)
+    "llama": "half", "gptj": "interleaved", "gpt_neox": "half", "phi3": "half",
+    "gemma3": "half", "qwen2_vl": "half", "deepseek_v3": "deinterleave",
+    "cohere": "interleaved", "bloom": "", "t5": "",
+}
+
+
+@pytest.fixture(scope="module")
+def representative() -> dict[str, family_sweep.Verdict]:
+    pytest.importorskip("transformers")
+    with contextlib.suppress(ImportError):
+        import torch
+
+        torch.set_num_threads(1)
+    start = time.perf_counter()
+    verdicts = family_sweep.sweep(family_sweep.REPRESENTATIVE, isolated=False)
+    print(f"representative sweep: {time.perf_counter() - start:.1f} s")
+    return {v.family: v for v in verdicts}
+
+
+def test_the_representative_families_conform(
+        representative: dict[str, family_sweep.Verdict]) -> None:
+    assert set(representative) == set(family_sweep.REPRESENTATIVE) == set(EXPECTED)
+    for name, verdict in representative.items():
+        assert verdict.verdict == "conforms", (name, verdict.reason)
+        assert verdict.profile in ("exact", "conventional"), name
+        assert verdict.pairing == EXPECTED[name], (name, verdict.pairing)
+    for name in ("llama", "gptj", "gpt_neox", "gemma3", "deepseek_v3", "cohere"):
+        assert representative[name].checked == ["frequencies", "wiring"], name
+    assert representative["bloom"].checked == representative["t5"].checked == ["bias"]
+
+
+def test_gemma3_layers_get_their_own_bases(
+        representative: dict[str, family_sweep.Verdict]) -> None:
+    whats = {f.what for f in representative["gemma3"].findings}
+    assert {"sliding_attention inv_freq", "full_attention inv_freq"} <= whats
+    assert any(w.startswith("layer 5 decode") for w in whats)  # the first global layer
+
+
+# -- the command ----------------------------------------------------------------------------------
+def test_an_unknown_family_is_an_error_naming_it() -> None:
+    pytest.importorskip("transformers")
+    done = run_cli("sweep", "transformers", "--family", "no_such_family")
+    assert done.returncode == 2
+    assert "no_such_family" in done.stderr
+
+
+def test_check_reports_a_missing_page(tmp_path: Path) -> None:
+    done = run_cli("sweep", "transformers", "--check", "--out", str(tmp_path))
+    assert done.returncode == 1 and "missing" in done.stdout
