@@ -58,7 +58,14 @@ from .tolerances import PROFILES, compare, tolerance_for
 MARKDOWN = "families.md"
 JUDGEABLE = 1e-2  # a profile whose tolerance reaches this fraction of the scale judges nothing
 DEFAULT_BASE = 10000.0  # RoFormer's base, where a config names none
-LAYOUTS = ("half", "interleaved", "deinterleave")
+LAYOUTS = ("half", "interleaved", "deinterleave", "half, mirrored", "interleaved, mirrored")
+POSENC_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def is_attention(layer_type: str) -> bool:
+    """An attention layer type (``indexed_attention`` too); a hybrid model's ``mamba``,
+    ``conv``, ``linear_attention`` layers have no rope."""
+    return "attention" in layer_type and not layer_type.startswith("linear")
 # the representative families CI runs (tests/test_family_sweep.py)
 REPRESENTATIVE = ("llama", "gptj", "gpt_neox", "phi3", "gemma3", "qwen2_vl", "deepseek_v3",
                   "cohere", "bloom", "t5")
@@ -88,11 +95,13 @@ class Verdict:
     reason: str = ""
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    adjudication: str = ""  # for a divergence: a transformers bug, a convention, a posenc defect
 
     def as_dict(self) -> dict[str, Any]:
         return {"family": self.family, "verdict": self.verdict, "profile": self.profile,
                 "max_abs": self.max_abs, "pairing": self.pairing, "checked": self.checked,
-                "reason": self.reason, "seconds": round(self.seconds, 3),
+                "reason": self.reason, "adjudication": self.adjudication,
+                "seconds": round(self.seconds, 3),
                 "findings": [f.__dict__ for f in self.findings]}
 
 
@@ -132,6 +141,7 @@ class LayerRope:
     rotary_dim: int | None = None  # an explicit rotary_dim (GPT-J, CodeGen)
     layer_type: str = "all"
     declared: str | None = None  # a pairing the config names
+    attention: bool = True  # False: a layer without attention (mamba, conv, linear)
 
 
 def _rotary_dim(config: dict[str, Any]) -> int | None:
@@ -139,37 +149,72 @@ def _rotary_dim(config: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def expected_layers(config: dict[str, Any], n: int) -> list[LayerRope]:
-    """posenc's reading of the config: one rope (or None) per layer. A config naming no rope
-    at all (GPT-J, CodeGen: the base is fixed in their code) reads as base 10000."""
-    if not any(config.get(k) for k in ("rope_parameters", "rope_scaling", "rope_theta")) and \
-            not (config.get("text_config") or {}).get("rope_parameters"):
-        config = {**config, "rope_theta": DEFAULT_BASE}
-    layers = rope_layers(config)
-    declared = "deinterleave" if any(r.interleaved for r in layers.values()) else None
-    if config.get("rope_interleave") is False:
-        declared = "half"
-    rd = _rotary_dim(config)
+def expected_layers(config: dict[str, Any], n: int) -> tuple[list[LayerRope], list[str]]:
+    """posenc's reading of the config: one rope (or None) per layer, and notes on what the
+    sweep adjusted in the config before posenc read it. Layers whose type is not an attention
+    type (a hybrid model's mamba, conv or linear-attention layers) have no rope. A config
+    naming no rope at all (GPT-J, CodeGen: the base is fixed in their code) reads as base
+    10000."""
+    notes = []
     types = list(config.get("layer_types") or [])
+    blocks = config.get("block_types")
+    if not types and isinstance(blocks, list) and blocks:  # RecurrentGemma's cycle
+        types = [blocks[i % len(blocks)] for i in range(n)]
+    read = dict(config)
+    if types and any(t not in POSENC_TYPES for t in types):
+        # the types posenc's reader knows; the others' rope is the flat one, if any
+        read["layer_types"] = [t for t in types if t in POSENC_TYPES]
+    if not any(config.get(k) for k in ("rope_parameters", "rope_scaling", "rope_theta")):
+        read["rope_theta"] = DEFAULT_BASE
+        notes.append("no rope_theta in the config: base 10000")
+    params = read.get("rope_parameters")
+    if config.get("qk_rope_head_dim") and isinstance(params, dict) and \
+            params.get("partial_rotary_factor") and config.get("head_dim") and abs(
+                config["head_dim"] * params["partial_rotary_factor"]
+                - config["qk_rope_head_dim"]) < 0.5:
+        # Mistral 4: the factor says qk_rope_head_dim / head_dim, the slice posenc already
+        # takes as the rotary head (posenc.dialects.transformers would apply it twice)
+        read["rope_parameters"] = {k: v for k, v in params.items()
+                                   if k != "partial_rotary_factor"}
+        notes.append("partial_rotary_factor = qk_rope_head_dim / head_dim dropped (posenc's "
+                     "reader would apply it to qk_rope_head_dim again)")
+    layers = rope_layers(read)
+    # the pairing a config names (DeepSeek's rope_interleave); otherwise the family's own
+    declared = None
+    if config.get("rope_interleave") is not None:
+        declared = "deinterleave" if config["rope_interleave"] else "half"
+    rd = _rotary_dim(config)
     try:
-        per_layer = posenc.layer_rope_parameters(config)
+        per_layer = posenc.layer_rope_parameters(read)
     except posenc.ParameterError:
         per_layer = None
     out = []
     for i in range(n):
         t = types[i] if i < len(types) else "all"
+        if types and not is_attention(t):
+            out.append(LayerRope(0, None, None, t, None, attention=False))
+            continue
         layer = layers.get(t) or layers.get("all") or next(iter(layers.values()))
+        head_dim = layer.head_dim
+        override = (config.get("per_layer_config") or {}).get(str(i)) or {}
+        if override.get("head_dim") and not config.get("qk_rope_head_dim"):
+            # transformers 5.24 saves Gemma 4's global_head_dim as per_layer_config
+            head_dim = int(override["head_dim"])
+            note = ("per_layer_config's head_dim read by the sweep (posenc's reader takes "
+                    "global_head_dim only)")
+            if note not in notes:
+                notes.append(note)
         scaling: dict[str, Any] | None = dict(layer.scaling)
         if per_layer is not None:
             chosen = per_layer[i] if i < len(per_layer) else None
             scaling = None if chosen is None else {**layer.scaling, **chosen}
-        out.append(LayerRope(layer.head_dim, scaling, rd, t, declared))
-    return out
+        out.append(LayerRope(head_dim, scaling, rd, t, declared))
+    return out, notes
 
 
 def _seq_len(scaling: dict[str, Any], positions: np.ndarray) -> int | None:
     if scaling.get("rope_type") in ("dynamic", "longrope"):
-        return int(np.max(positions)) + 1
+        return int(np.max(np.abs(positions))) + 1
     return None
 
 
@@ -179,6 +224,8 @@ def rotate(x: np.ndarray, positions: np.ndarray, layer: LayerRope, layout: str,
     (the config's rotary width inside it) or, for a captured slice of ``width`` features,
     that slice rotated with the width's own frequencies."""
     assert layer.scaling is not None
+    if layout.endswith(", mirrored"):  # rotated by -θ: posenc's rope at -positions
+        return rotate(x, -positions, layer, layout.split(",")[0], width)
     scaling = dict(layer.scaling)
     rd = layer.rotary_dim
     if width is not None and width != x.shape[-1]:
@@ -326,10 +373,9 @@ def check_wiring(obs: Any, layers: list[LayerRope]) -> tuple[list[Finding], str]
             findings.append(Finding("wiring", what, g, err, note, where))
     for i, layer in enumerate(layers):
         if layer.scaling is not None and i not in rotated_layers and rotated_layers and \
-                "forward" not in obs.problems:
-            findings.append(Finding("wiring", f"layer {i}", None, float("inf"),
-                                    "no rotation recorded on a layer posenc reads as rotated",
-                                    "layer_types / no_rope_layers"))
+                "forward" not in obs.problems and layer.attention:
+            findings.append(Finding("wiring", f"layer {i} ({layer.layer_type})", None,
+                                    float("inf"), NOT_ROTATED, "layer_types / no_rope_layers"))
     return findings, "/".join(sorted(pairings))
 
 
@@ -450,20 +496,57 @@ def _table_finding(entry: dict[str, Any], pos: np.ndarray, inv: np.ndarray, fact
 
 
 # -- biases --------------------------------------------------------------------------------------
+def _bfloat16(x: np.ndarray) -> np.ndarray:
+    """Round to bfloat16 (8 significant bits, ties to even), in NumPy."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _row_relative(bias: np.ndarray) -> np.ndarray:
+    """A bias up to a constant per query row (what softmax sees): minus its first key."""
+    return bias - bias[..., :1]
+
+
+def _bucket_finding(b: dict[str, Any]) -> Finding:
+    """Integer buckets: equal to posenc's t5_bucket (T5's defaults, 32 buckets up to 128),
+    or to it at the negated distance (query − key, a sign convention)."""
+    bidirectional = True if b["bidirectional"] is None else b["bidirectional"]
+    what = f"{b['function']}({'bidirectional' if bidirectional else 'causal'}, -300..300)"
+    for sign, note in ((1, ""), (-1, "distances counted query − key (T5 counts key − query): "
+                                      "a sign convention of the caller")):
+        want = np.asarray(posenc.t5_bucket(sign * b["relative"], bidirectional=bidirectional))
+        if np.array_equal(b["buckets"], want):
+            return Finding("bias", what, "exact", 0.0, note)
+    want = np.asarray(posenc.t5_bucket(b["relative"], bidirectional=bidirectional))
+    wrong = int(np.sum(b["buckets"] != want))
+    return Finding("bias", what, None, float(np.max(np.abs(b["buckets"] - want))),
+                   f"{wrong} of {want.size} buckets differ from T5's",
+                   "relative_attention_num_buckets")
+
+
 def check_biases(obs: Any) -> list[Finding]:
     findings = []
     for b in obs.biases:
         if b["kind"] == "alibi":
             want = np.asarray(posenc.alibi_bias(b["heads"], 1, b["k_len"], form="key_only",
                                                 dtype=np.float64), dtype=np.float64)
-            want = want.reshape(b["heads"], 1, b["k_len"])
-            g, err, _ = grade(b["bias"], want, scale=float(np.max(np.abs(want))),
-                              angle_bound=0.0, spec="alibi_bias")
-            note = "" if g else "slopes differ from Press et al.'s for 12 heads"
-            if g is None and b["form"] == "key_only_mpt":
-                note = "MPT's slopes for a head count that is not a power of two"
-            findings.append(Finding("bias", f"{b['function']} ({b['heads']} heads)", g, err,
-                                    note, "" if g else "n_heads"))
+            want = _row_relative(want.reshape(b["heads"], 1, b["k_len"]))
+            got = _row_relative(b["bias"])
+            scale = float(np.max(np.abs(want)))
+            g, err, _ = grade(got, want, scale=scale, angle_bound=0.0, spec="alibi_bias")
+            note, where = "", ""
+            if g is None:
+                where = "n_heads"
+                note = "slopes differ from Press et al.'s"
+                rounded = grade(got, _bfloat16(want), scale=scale, angle_bound=0.0,
+                                spec="alibi_bias")[0]
+                if rounded:
+                    note = "slope·j rounded to bfloat16 (matches posenc's bias rounded so)"
+            findings.append(Finding("bias", f"{b['function']} ({b['heads']} heads, up to a "
+                                    "constant per row)", g, err, note, where))
+        elif b["kind"] == "bucket":
+            findings.append(_bucket_finding(b))
         else:
             for row in b["rows"]:
                 want = np.asarray(posenc.t5_bias(
@@ -483,7 +566,15 @@ def check_biases(obs: Any) -> list[Finding]:
 
 
 # -- one family ----------------------------------------------------------------------------------
-SPEC_GAP_FIELDS = ()
+NOT_ROTATED = "no rotation recorded on a layer posenc reads as rotated"
+# divergences adjudicated by hand, with their evidence: (family, diagnosis substring) ->
+# (adjudication, explanation); tests/test_family_sweep.py holds the independent evidence
+ADJUDICATED = {
+    ("falcon", "bfloat16"): (
+        "documented convention", "Falcon's build_alibi_tensor rounds slope·j to bfloat16, as "
+        "the original Falcon code does (spec/alibi_bias.yaml notes it; posenc keeps exact "
+        "slopes)"),
+}
 
 
 def judge(obs: Any) -> Verdict:
@@ -491,10 +582,19 @@ def judge(obs: Any) -> Verdict:
     verdict = Verdict(obs.family, "")
     findings: list[Finding] = []
     layers: list[LayerRope] = []
+    adjusted: list[str] = []
+    if obs.config and "vocab_size" not in obs.config:
+        return Verdict(obs.family, "not checkable", reason=(
+            f"{obs.rotary_class} belongs to a model without a vocabulary ({obs.config_class}): "
+            "a vision or audio rotary, which this sweep does not check (posenc.axial_rope "
+            "and friends)"))
     if obs.config:
         try:
-            layers = expected_layers(obs.config, max(obs.layers, 1))
+            layers, adjusted = expected_layers(obs.config, max(obs.layers, 1))
         except PosencError as exc:
+            if "must be even" in str(exc):  # the shrunk head, not the family
+                return Verdict(obs.family, "not checkable", reason=f"the shrunk config's "
+                               f"rotary width is odd: {exc}")
             return Verdict(obs.family, "spec gap", reason=f"posenc cannot read the config's "
                            f"rope: {exc}")
         findings += check_tables(obs, layers)
@@ -511,7 +611,18 @@ def judge(obs: Any) -> Verdict:
         return verdict
     verdict.max_abs = max((f.max_abs for f in findings if np.isfinite(f.max_abs)), default=0.0)
     failed = [f for f in findings if f.grade is None]
-    if failed:
+    unrotated = {f.what.split("(")[-1].rstrip(")") for f in failed if f.note == NOT_ROTATED}
+    model_type = obs.config.get("model_type", obs.family)
+    if failed and len(unrotated) == 1 and all(f.note == NOT_ROTATED for f in failed):
+        # every rotation recorded conforms; one layer type is left unrotated: a NoPE
+        # schedule (Cohere2's, Llama 4's kind) that posenc's layer_schedule has no rule for
+        verdict.verdict = "spec gap"
+        verdict.profile = _loosest(f.grade for f in findings if f.grade is not None)
+        verdict.reason = (f"NoPE on the {unrotated.pop()} layers ("
+                          f"{', '.join(f.what.split(' (')[0] for f in failed)}); every recorded "
+                          f"rotation conforms: a layer schedule posenc.layer_schedule has no "
+                          f"rule for (model_type {model_type!r})")
+    elif failed:
         verdict.verdict = "diverges"
         notes = {}
         for f in failed:
@@ -530,8 +641,13 @@ def judge(obs: Any) -> Verdict:
     if "frequencies" not in verdict.checked and obs.config:
         extra.append("frequencies not checked: " + (
             obs.problems.get("tables") or obs.problems.get("tables[None]") or "no table"))
+    if adjusted:
+        extra.append("; ".join(adjusted))
     if extra:
         verdict.reason = "; ".join([r for r in (verdict.reason, *extra) if r])
+    for (family, key), (kind, text) in ADJUDICATED.items():
+        if family == obs.family and key in verdict.reason:
+            verdict.adjudication = f"{kind}: {text}"
     return verdict
 
 
@@ -577,6 +693,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _notes(v: Verdict) -> str:
+    return " ".join(x for x in (v.reason, f"**{v.adjudication}**" if v.adjudication else "")
+                    if x)
+
+
 def markdown(verdicts: list[Verdict], *, versions: dict[str, str], seconds: float) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     counts: dict[str, int] = {}
@@ -610,7 +731,7 @@ def markdown(verdicts: list[Verdict], *, versions: dict[str, str], seconds: floa
         err = f"{v.max_abs:.1e}" if v.findings else "—"
         lines.append(f"| `{v.family}` | {v.verdict} | {v.profile or '—'} | {err} | "
                      f"{v.pairing or '—'} | {', '.join(v.checked) or '—'} | "
-                     f"{_cell(v.reason) or ''} |")
+                     f"{_cell(_notes(v))} |")
     lines += ["", HASH_LINE.format(inputs_hash(versions["transformers"])), ""]
     return "\n".join(lines)
 

@@ -44,7 +44,7 @@ def _f32(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32).astype(np.float64)
 
 
-CONFIG = {"model_type": "synthetic", "hidden_size": 64, "num_attention_heads": 4,
+CONFIG = {"model_type": "synthetic", "vocab_size": 256, "hidden_size": 64, "num_attention_heads": 4,
           "head_dim": 16, "num_hidden_layers": 2, "max_position_embeddings": 64,
           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                               "partial_rotary_factor": 0.5}}

@@ -57,13 +57,13 @@ SMALL = {
     "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "global_head_dim": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
     "linear_key_head_dim": 16, "linear_value_head_dim": 16, "mamba_n_heads": 4,
-    "mamba_d_head": 16, "mamba_d_state": 8, "mamba_expand": 2, "mamba_n_groups": 1,
+    "mamba_d_head": 32, "mamba_d_state": 8, "mamba_expand": 2, "mamba_n_groups": 1,
     "ssm_state_size": 8, "expert_intermediate_size": 32, "ffn_dim": 64,
     "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 256,
     "laurel_rank": 8, "altup_num_inputs": 2, "num_kv_shared_layers": 0,
     "first_k_dense_replace": 1, "index_head_dim": 16, "index_n_heads": 2, "index_topk": 4,
     "sliding_window": 4, "attention_chunk_size": 4, "num_codebooks": 2,
-    "expert_hidden_size": 32, "rotary_dim": 8, "rotary_emb_base": None,
+    "expert_hidden_size": 32, "rotary_dim": 8, "rotary_emb_base": None, "kv_channels": 16,
 }
 MAX_LAYERS = 8
 MAX_PARAMETERS = 20_000_000
@@ -144,9 +144,20 @@ def _numpy(t: Any) -> np.ndarray:
 
 # -- configs -------------------------------------------------------------------------------------
 def _pick_rotary(family: Family) -> tuple[str, str] | None:
-    text = [rc for rc in family.rotary if not OTHER_MODALITY.search(rc[1].replace(
-        "RotaryEmbedding", ""))]
-    pool = text or []
+    """The text rotary class: the only one, one named ``*Text*``, else those whose name past
+    the family's common prefix names no other modality."""
+    if not family.rotary:
+        return None
+    if len({c for _, c in family.rotary}) == 1:
+        return family.rotary[0]
+    names = [c for _, c in family.rotary]
+    prefix = names[0]
+    for name in names[1:]:  # the family's CamelCase prefix, character by character
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    text = [rc for rc in family.rotary if "Text" in rc[1][len(prefix):]]
+    pool = text or [rc for rc in family.rotary if not OTHER_MODALITY.search(
+        rc[1][len(prefix):].replace("RotaryEmbedding", ""))]
     if not pool:
         return None
     return min(pool, key=lambda rc: (len(rc[1]), rc[1]))
@@ -173,6 +184,8 @@ def _annotated_config(cls: type, module: Any) -> type | None:
         return None
     if isinstance(annotation, str):
         annotation = getattr(module, annotation.split("|")[0].strip().strip("'\""), None)
+    if annotation is inspect.Parameter.empty:
+        return None
     return annotation if isinstance(annotation, type) else None
 
 
@@ -204,7 +217,7 @@ def choose_config_class(rotary_cls: type, module: Any) -> type:
 def _layer_count(default: Any) -> int:
     """Enough layers to show every layer type (and NoPE flag) of the default config."""
     n = 2
-    for attr in ("layer_types", "no_rope_layers"):
+    for attr in ("layer_types", "no_rope_layers", "block_types"):
         values = getattr(default, attr, None)
         if isinstance(values, (list, tuple)) and values:
             firsts: dict[Any, int] = {}
@@ -232,6 +245,17 @@ def _shrunk_section(section: list[int], half: int) -> list[int]:
     return out
 
 
+def _partial_factor(values: dict[str, Any]) -> float | None:
+    params = values.get("rope_parameters")
+    candidates = [values.get("partial_rotary_factor")]
+    if isinstance(params, dict):
+        candidates.append(params.get("partial_rotary_factor"))
+        candidates += [v.get("partial_rotary_factor") for v in params.values()
+                       if isinstance(v, dict)]
+    found = [float(c) for c in candidates if isinstance(c, (int, float))]
+    return min(found) if found else None
+
+
 def tiny_config(config_cls: type) -> Any:
     """The config class's defaults with the sizes shrunk."""
     default = config_cls()
@@ -257,6 +281,18 @@ def tiny_config(config_cls: type) -> Any:
         small["eos_token_id"] = 2
     if "rotary_dim" in small and values.get("head_dim") is None:  # GPT-J / CodeGen style
         small["rotary_dim"] = 8
+    if "global_head_dim" not in small and "global_head_dim" in inspect.getsource(config_cls):
+        small["global_head_dim"] = SMALL["global_head_dim"]  # Gemma 4: popped from kwargs
+    factor = _partial_factor(values)
+    if factor is not None and factor < 1:
+        # a head width whose rotary part is even, as the published sizes make it
+        width = next((w for w in (16, 32, 48, 64, 80, 96, 128, 160, 192, 256)
+                      if int(w * factor) >= 16 and int(w * factor) % 2 == 0
+                      and abs(w * factor - round(w * factor)) < 0.05), 16)
+        if "head_dim" in small:
+            small["head_dim"] = width
+        elif "hidden_size" in small and "num_attention_heads" in small:
+            small["hidden_size"] = width * small["num_attention_heads"]
     if "kv_lora_rank" in values:  # multi-head latent attention: as many k heads as q heads
         small["num_key_value_heads"] = small.get("num_attention_heads", 4)
     params = values.get("rope_parameters")
@@ -264,14 +300,17 @@ def tiny_config(config_cls: type) -> Any:
         section = params.get("mrope_section")
         if section is None and "mrope_section" in _modeling_source(config_cls):
             section = [16, 24, 24]  # the default the Qwen-VL modules fall back to
-        if section:
+        if section and params.get("rope_type", params.get("rope_theta")):
+            head = small.get("qk_rope_head_dim") or small.get("head_dim") or small.get(
+                "hidden_size", 64) // small.get("num_attention_heads", 4)
             small["rope_parameters"] = {**params, "mrope_section": _shrunk_section(
-                section, small.get("head_dim", 16) // 2)}
+                section, int(head * (factor or 1.0)) // 2)}
     for key in ("mlp_layer_types",):
         if isinstance(values.get(key), list):
             small[key] = list(values[key])[:n]
     attempts = [small, {k: v for k, v in small.items() if k not in ("sliding_window",
-                                                                 "attention_chunk_size")}]
+                                                                 "attention_chunk_size")},
+                {**small, "num_key_value_heads": small.get("num_attention_heads", 4)}]
     error: Exception | None = None
     for attempt in attempts:
         try:
@@ -521,7 +560,8 @@ def observe_t5(module: Any, obs: Observation) -> None:
         config_cls = _annotated_config(cls, module) or (configs[0] if configs else None)
         if config_cls is None:
             continue
-        for decoder in (False, True):
+        decoder_only = "bidirectional=False" in inspect.getsource(cls.compute_bias)
+        for decoder in (True,) if decoder_only else (False, True):
             config = tiny_config(config_cls)
             config.is_decoder = decoder
             try:
@@ -551,6 +591,41 @@ def observe_t5(module: Any, obs: Observation) -> None:
                 "max_distance": int(getattr(layer, "relative_attention_max_distance", 128)),
                 "table": _numpy(table), "rows": rows})
         return  # one attention class per module
+
+
+BUCKET_FUNCTIONS = ("relative_position_bucket", "_relative_position_bucket", "_position_bucket")
+
+
+def observe_buckets(module: Any, obs: Observation) -> None:
+    """T5-style bucket functions of a module (module-level, static or instance methods that
+    do not use ``self``) on distances -300..300."""
+    import torch
+
+    places = [(name, vars(module).get(name)) for name in BUCKET_FUNCTIONS]
+    for cls_name, cls in vars(module).items():
+        if isinstance(cls, type) and cls.__module__ == module.__name__:
+            places += [(f"{cls_name}.{n}", cls.__dict__.get(n)) for n in BUCKET_FUNCTIONS]
+    for name, fn in places:
+        if fn is None:
+            continue
+        bound: Any = fn.__func__ if isinstance(fn, staticmethod) else fn
+        if not callable(bound):
+            continue
+        params = list(inspect.signature(bound).parameters)
+        args = [None] if params and params[0] == "self" else []
+        if "relative_position" not in params:
+            continue
+        rel = torch.arange(-300, 301, dtype=torch.long)
+        for bidirectional in ((True, False) if "bidirectional" in params else (None,)):
+            kwargs = {} if bidirectional is None else {"bidirectional": bidirectional}
+            try:
+                out = bound(*args, rel, **kwargs)
+            except Exception as exc:
+                obs.problems[f"bucket:{name}"] = last_frame(exc)
+                break
+            obs.biases.append({"kind": "bucket", "function": name,
+                               "bidirectional": bidirectional, "relative": rel.numpy().copy(),
+                               "buckets": out.detach().numpy().astype(np.int64)})
 
 
 # -- one family ----------------------------------------------------------------------------------
@@ -589,6 +664,8 @@ def observe(family: Family) -> Observation:
         try:
             module = importlib.import_module(module_name)
             (observe_alibi if kind == "alibi" else observe_t5)(module, obs)
+            if kind == "t5":
+                observe_buckets(module, obs)
         except Exception as exc:
             obs.problems[f"bias:{kind}"] = last_frame(exc)
     return obs
@@ -609,7 +686,11 @@ def _child(family: Family, pipe: Any) -> None:
 
     torch.set_num_threads(1)
     try:
-        pipe.send(observe(family))
+        try:
+            obs = observe(family)
+        except Exception as exc:
+            obs = Observation(family.name, problems={"observe": last_frame(exc)})
+        pipe.send(obs)
     finally:
         pipe.close()
 
@@ -634,9 +715,10 @@ def observe_isolated(family: Family, timeout: float = TIMEOUT) -> Observation:
     except EOFError:
         pass
     finally:
-        if obs is None and process.is_alive():
+        process.join(5.0)
+        if process.is_alive():
             process.kill()
-        process.join()
+            process.join()
         receive.close()
     if obs is None:
         code = process.exitcode
