@@ -2,7 +2,7 @@
 relative/ALiBi bias, checked from its own config against posenc's float64 functions, with a
 verdict per family; ``docs/families.md`` is generated from one full run.
 
-What a family computes is observed by :mod:`posenc.backends.peers.transformers_families` (a
+What a family computes is observed by :mod:`posenc.backends.transformers_families` (a
 tiny randomly initialised model, float32). This module judges it:
 
 - **frequencies**: the rotary module's ``inv_freq``, ``attention_scaling`` and cos/sin at
@@ -145,6 +145,12 @@ class LayerRope:
 
 
 def _rotary_dim(config: dict[str, Any]) -> int | None:
+    """A config's ``rotary_dim`` (GPT-J, CodeGen), unless it has a partial_rotary_factor,
+    which then rules (MiniMax documents ``rotary_dim`` and rotates by the factor)."""
+    params = config.get("rope_parameters") or {}
+    if config.get("partial_rotary_factor") is not None or (
+            isinstance(params, dict) and params.get("partial_rotary_factor") is not None):
+        return None
     value = config.get("rotary_dim")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -302,7 +308,7 @@ def _alternatives(layer: LayerRope, x: np.ndarray, pos: np.ndarray, layout: str,
 
 def check_wiring(obs: Any, layers: list[LayerRope]) -> tuple[list[Finding], str]:
     """The findings of the recorded calls, and the pairing that fits them."""
-    from posenc.backends.peers.transformers_families import (
+    from posenc.backends.transformers_families import (
         DECODE_POSITIONS,
         PREFILL_POSITIONS,
     )
@@ -327,6 +333,12 @@ def check_wiring(obs: Any, layers: list[LayerRope]) -> tuple[list[Finding], str]
                 continue
             rotated_layers.add(idx)
             scale = max(float(np.max(np.abs(x))), 1e-30)
+            if not layer.attention:
+                g, err, _ = grade(y, x, scale=scale, angle_bound=0.0)
+                findings.append(Finding("wiring", what, g, err, "" if g else
+                                        f"{UNKNOWN_TYPE} {layer.layer_type!r}",
+                                        "" if g else "layer_types"))
+                continue
             if layer.scaling is None:
                 g, err, _ = grade(y, x, scale=scale, angle_bound=0.0)
                 findings.append(Finding("wiring", what, g, err,
@@ -427,13 +439,20 @@ def check_tables(obs: Any, layers: list[LayerRope]) -> list[Finding]:
         if "inv_freq" in entry and entry["inv_freq"].shape == inv.shape and seq_len is None:
             g, err, _ = grade(entry["inv_freq"], inv, scale=float(np.max(inv)),
                               angle_bound=0.0, spec="rope_frequencies")
-            findings.append(Finding("frequencies", f"{label} inv_freq", g, err))
+            note = ""
+            if g is None:  # ERNIE 4.5-VL stores its ladder permuted for its h/w sections
+                g, err, _ = grade(np.sort(entry["inv_freq"]), np.sort(inv),
+                                  scale=float(np.max(inv)), angle_bound=0.0,
+                                  spec="rope_frequencies")
+                note = ("posenc's frequencies stored in another order (the family's "
+                        "M-RoPE section ordering)") if g else ""
+            findings.append(Finding("frequencies", f"{label} inv_freq", g, err, note))
         elif "inv_freq" in entry and entry["inv_freq"].shape != inv.shape:
             findings.append(Finding(
                 "frequencies", f"{label} inv_freq", None, float("inf"),
                 f"{entry['inv_freq'].shape[-1]} frequencies; posenc reads {inv.shape[0]} "
                 f"(head_dim {layer.head_dim}, rotary width {_width(layer)})",
-                "partial_rotary_factor"))
+                "rotary_dim" if layer.rotary_dim else "partial_rotary_factor"))
         if "attention_scaling" in entry:
             err = abs(entry["attention_scaling"] - float(factor))
             ok = err <= 4 * np.finfo(np.float32).eps * max(1.0, float(factor))
@@ -491,7 +510,7 @@ def _table_finding(entry: dict[str, Any], pos: np.ndarray, inv: np.ndarray, fact
         return Finding("frequencies", f"{label} cos/sin", None, float("inf"),
                        f"cos/sin width {cos.shape[-1]}; posenc reads {inv.shape[0]} "
                        f"frequencies (head_dim {layer.head_dim}, rotary width {_width(layer)})",
-                       "partial_rotary_factor")
+                       "rotary_dim" if layer.rotary_dim else "partial_rotary_factor")
     return best
 
 
@@ -543,6 +562,7 @@ def check_biases(obs: Any) -> list[Finding]:
                                 spec="alibi_bias")[0]
                 if rounded:
                     note = "slope·j rounded to bfloat16 (matches posenc's bias rounded so)"
+                    where = ""
             findings.append(Finding("bias", f"{b['function']} ({b['heads']} heads, up to a "
                                     "constant per row)", g, err, note, where))
         elif b["kind"] == "bucket":
@@ -567,9 +587,15 @@ def check_biases(obs: Any) -> list[Finding]:
 
 # -- one family ----------------------------------------------------------------------------------
 NOT_ROTATED = "no rotation recorded on a layer posenc reads as rotated"
+UNKNOWN_TYPE = "rotates a layer of a type posenc's reader does not know:"
 # divergences adjudicated by hand, with their evidence: (family, diagnosis substring) ->
 # (adjudication, explanation); tests/test_family_sweep.py holds the independent evidence
 ADJUDICATED = {
+    ("minimax_m3_vl", "rotary_dim"): (
+        "transformers bug", "MiniMaxM3VLTextConfig documents rotary_dim (64 of 128 channels "
+        "rotated) but MiniMaxM3VLRotaryEmbedding never reads it and rotates "
+        "head_dim * rope_parameters.get('partial_rotary_factor', 1.0) channels: all of them "
+        "(docs/known-issues.md)"),
     ("falcon", "bfloat16"): (
         "documented convention", "Falcon's build_alibi_tensor rounds slope·j to bfloat16, as "
         "the original Falcon code does (spec/alibi_bias.yaml notes it; posenc keeps exact "
@@ -590,11 +616,17 @@ def judge(obs: Any) -> Verdict:
             "and friends)"))
     if obs.config:
         try:
-            layers, adjusted = expected_layers(obs.config, max(obs.layers, 1))
+            n = obs.layers or int(obs.config.get("num_hidden_layers") or 0) or len(
+                obs.config.get("layer_types") or [1])
+            layers, adjusted = expected_layers(obs.config, n)
         except PosencError as exc:
             if "must be even" in str(exc):  # the shrunk head, not the family
                 return Verdict(obs.family, "not checkable", reason=f"the shrunk config's "
                                f"rotary width is odd: {exc}")
+            if "rotary width is unknown" in str(exc):  # a composite config the sweep took
+                return Verdict(obs.family, "not checkable", reason=(
+                    f"{obs.config_class} holds its text model's sizes in a sub-config the "
+                    f"sweep does not pick: {exc}"))
             return Verdict(obs.family, "spec gap", reason=f"posenc cannot read the config's "
                            f"rope: {exc}")
         findings += check_tables(obs, layers)
@@ -622,6 +654,11 @@ def judge(obs: Any) -> Verdict:
                           f"{', '.join(f.what.split(' (')[0] for f in failed)}); every recorded "
                           f"rotation conforms: a layer schedule posenc.layer_schedule has no "
                           f"rule for (model_type {model_type!r})")
+    elif failed and all(f.note.startswith(UNKNOWN_TYPE) for f in failed):
+        verdict.verdict = "spec gap"
+        verdict.reason = "; ".join(sorted({f.note for f in failed})) + (
+            f" (model_type {model_type!r}): posenc.dialects.transformers reads "
+            f"{', '.join(POSENC_TYPES)} only")
     elif failed:
         verdict.verdict = "diverges"
         notes = {}
@@ -635,6 +672,7 @@ def judge(obs: Any) -> Verdict:
     else:
         verdict.verdict = "conforms"
         verdict.profile = _loosest(f.grade for f in findings)
+        verdict.reason = "; ".join(dict.fromkeys(f.note for f in findings if f.note))
     extra = []
     if "wiring" not in verdict.checked and obs.config:
         extra.append(f"wiring not checked: {obs.problems.get('forward') or obs.wiring}")
@@ -656,7 +694,7 @@ def sweep(names: Iterable[str] | None = None,
           isolated: bool = True) -> list[Verdict]:
     """Verdicts on the named families (default: every one found); each family is observed in
     a forked process unless ``isolated`` is False."""
-    from posenc.backends.peers import transformers_families as observer
+    from posenc.backends import transformers_families as observer
 
     verdicts = []
     if isolated:
@@ -679,8 +717,9 @@ def sweep(names: Iterable[str] | None = None,
 # -- the page ------------------------------------------------------------------------------------
 def inputs_hash(transformers_version: str) -> str:
     """sha256 of the sweep's code and the transformers version it ran."""
-    observer = Path(sys.modules["posenc.backends.peers"].__file__).parent / \
-        "transformers_families.py"
+    import posenc.backends
+
+    observer = Path(posenc.backends.__file__).parent / "transformers_families.py"
     digest = hashlib.sha256()
     for file in (Path(__file__), observer):
         digest.update(file.name.encode())
@@ -773,7 +812,7 @@ def main_args(args: argparse.Namespace) -> int:
         problem = check(path)
         print(problem or f"{path} is up to date")
         return 1 if problem else 0
-    from posenc.backends.peers import transformers_families as observer
+    from posenc.backends import transformers_families as observer
 
     known = {f.name for f in observer.discover()}
     unknown = sorted(set(args.family or []) - known)

@@ -11,6 +11,7 @@ full sweep is `posenc sweep transformers` (docs/families.md says how long it tak
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from pathlib import Path
 
@@ -19,10 +20,11 @@ import pytest
 
 from posenc.conformance import family_sweep
 
-from .conftest import run_cli
+from .conftest import ROOT, run_cli
 
 PREFILL = np.array([[1, 1, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5]])
 DECODE = np.array([[4], [6]])
+PAGE = ROOT / "docs" / family_sweep.MARKDOWN
 
 
 def _rotate(x: np.ndarray, positions: np.ndarray, *, base: float, width: int,
@@ -53,7 +55,7 @@ CONFIG = {"model_type": "synthetic", "vocab_size": 256, "hidden_size": 64, "num_
 def _observation(mutate: str = "") -> object:
     """A two-layer family with a half-rotary (8 of 16 features) rope of base 1e4, as a
     float32 implementation computes it, or with one bug planted."""
-    from posenc.backends.peers.transformers_families import Observation
+    from posenc.backends.transformers_families import Observation
 
     rng = np.random.default_rng(0)
     calls = []
@@ -121,6 +123,83 @@ def test_wrong_frequencies_diverge() -> None:
         "all layers inv_freq", "all layers cos/sin"}
 
 
+def test_rotation_by_minus_theta_is_named_as_a_mirrored_convention() -> None:
+    """NanoChat's rotate_half has flipped signs: q rotated by -θ, which is posenc's rope at
+    -positions (and equals the usual rope on q/k weights with each pair's members swapped)."""
+    obs = _observation()
+    for call in obs.calls:
+        pos = PREFILL if call["phase"] == "prefill" else DECODE
+        call["pairs"] = [(x, _f32(_rotate(x, -pos, base=10000.0, width=8)))
+                         for x, _ in call["pairs"]]
+    verdict = family_sweep.judge(obs)
+    assert (verdict.verdict, verdict.pairing) == ("conforms", "half, mirrored")
+
+
+def test_a_declared_pairing_is_held_to() -> None:
+    """A config naming rope_interleave=True (DeepSeek) is held to the de-interleaved pairing:
+    a family rotating in the half layout then diverges on that field."""
+    obs = _observation()
+    obs.config["rope_interleave"] = True
+    verdict = family_sweep.judge(obs)
+    assert verdict.verdict == "diverges" and "[rope_interleave]" in verdict.reason
+
+
+def test_layers_without_attention_need_no_rotation_and_nope_layers_are_a_gap() -> None:
+    obs = _observation()
+    obs.config["layer_types"] = ["linear_attention", "full_attention"]
+    obs.calls = [c for c in obs.calls if c["layer"] == 1]
+    assert family_sweep.judge(obs).verdict == "conforms"  # a hybrid: no attention, no rope
+    obs.config["layer_types"] = ["sliding_attention", "full_attention"]
+    obs.calls = [dict(c, layer=0) for c in obs.calls]
+    verdict = family_sweep.judge(obs)  # rope on sliding layers only: no rule in posenc
+    assert verdict.verdict == "spec gap"
+    assert "NoPE on the full_attention layers" in verdict.reason
+
+
+def test_falcon_bias_is_slope_times_distance_rounded_to_bfloat16() -> None:
+    """Independent float64 evidence for the Falcon row: Press et al.'s slopes for 12 heads
+    written out here, slope·j rounded to bfloat16 by hand, equal to transformers' Falcon
+    build_alibi_tensor bit for bit; the exact product differs by up to 2^-9 relative."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.falcon.modeling_falcon import build_alibi_tensor
+
+    heads, k_len = 12, 7
+    slopes = [2.0 ** (-8.0 * (i + 1) / 8) for i in range(8)]  # the closest power of two, 8
+    slopes += [2.0 ** (-8.0 * (2 * i + 1) / 16) for i in range(4)]  # every other one of 16
+    exact = np.array(slopes)[:, None] * np.arange(k_len)[None, :]
+    rounded = torch.tensor(exact, dtype=torch.float32).bfloat16().double().numpy()
+    got = build_alibi_tensor(torch.ones(1, k_len, dtype=torch.long), heads, torch.float32)
+    got = got.reshape(heads, k_len).double().numpy()
+    assert np.array_equal(got, rounded)
+    assert 0 < np.max(np.abs(got - exact) / np.maximum(exact, 1e-30)) <= 2.0**-9
+    assert family_sweep.ADJUDICATED[("falcon", "bfloat16")][0] == "documented convention"
+
+
+def test_minimax_m3_vl_rotates_more_channels_than_its_rotary_dim() -> None:
+    """Independent float64 evidence for the MiniMax-M3-VL row (docs/known-issues.md): with
+    the config class's defaults the text rotary's frequencies are those of the whole 128-wide
+    head, not of the documented rotary_dim = 64 channels."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.minimax_m3_vl.configuration_minimax_m3_vl import (
+        MiniMaxM3VLTextConfig,
+    )
+    from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import (
+        MiniMaxM3VLRotaryEmbedding,
+    )
+
+    config = MiniMaxM3VLTextConfig()
+    base = float(config.rope_parameters["rope_theta"])
+    assert (config.rotary_dim, config.head_dim) == (64, 128)
+    inv_freq = MiniMaxM3VLRotaryEmbedding(config).inv_freq.double().numpy()
+    documented = np.array([base ** (-2.0 * i / 64) for i in range(32)])
+    whole_head = np.array([base ** (-2.0 * i / 128) for i in range(64)])
+    assert inv_freq.shape != documented.shape
+    assert np.allclose(inv_freq, whole_head, rtol=1e-6)
+    assert family_sweep.ADJUDICATED[("minimax_m3_vl", "rotary_dim")][0] == "transformers bug"
+
+
 def test_float32_error_past_what_float32_can_judge_is_not_judged() -> None:
     """A cos at angle 2^20 computed in float32 is off by up to ~0.06: the conventional
     profile's tolerance there is a fraction of the data, so the row is not judged at all."""
@@ -168,6 +247,31 @@ def test_gemma3_layers_get_their_own_bases(
     whats = {f.what for f in representative["gemma3"].findings}
     assert {"sliding_attention inv_freq", "full_attention inv_freq"} <= whats
     assert any(w.startswith("layer 5 decode") for w in whats)  # the first global layer
+
+
+# -- the page --------------------------------------------------------------------------------------
+def test_families_page_is_fresh() -> None:
+    """docs/families.md records a hash of the sweep's code and the transformers version it
+    ran; this recomputes it without sweeping."""
+    assert family_sweep.check(PAGE) is None, "docs/families.md is stale: run " \
+        "`posenc sweep transformers`"
+    text = PAGE.read_text(encoding="utf-8")
+    version = family_sweep.recorded_version(text)
+    assert version is not None
+    assert family_sweep.recorded_hash(text) != family_sweep.inputs_hash(version + ".dev")
+
+
+def test_the_page_covers_150_families_with_a_verdict_each() -> None:
+    rows = [line for line in PAGE.read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+    cells = [re.split(r"(?<!\\)\|", row) for row in rows]  # "\|" is a pipe inside a cell
+    verdicts = [c[2].strip() for c in cells]
+    assert len(rows) >= 150
+    assert set(verdicts) <= {"conforms", "diverges", "not checkable", "spec gap"}
+    for c in cells:
+        if c[2].strip() != "conforms":
+            assert c[7].strip(), c  # every divergence, gap and uncheckable family says why
+
 
 
 # -- the command ----------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ SMALL = {
     "first_k_dense_replace": 1, "index_head_dim": 16, "index_n_heads": 2, "index_topk": 4,
     "sliding_window": 4, "attention_chunk_size": 4, "num_codebooks": 2,
     "expert_hidden_size": 32, "rotary_dim": 8, "rotary_emb_base": None, "kv_channels": 16,
+    "expert_ffn_hidden_size": 32,
 }
 MAX_LAYERS = 8
 MAX_PARAMETERS = 20_000_000
@@ -264,6 +265,8 @@ def tiny_config(config_cls: type) -> Any:
              and not isinstance(values[k], (list, dict))}
     if "qk_rope_head_dim" in values:  # DeepSeek: head_dim is qk_rope_head_dim
         small.pop("head_dim", None)
+        if values.get("head_dim") == values["qk_rope_head_dim"]:  # LongCat: both fields
+            small["head_dim"] = SMALL["qk_rope_head_dim"]
     elif "head_dim" in small and values.get("head_dim") is None and "head_dim" in values:
         small["head_dim"] = 16
     n = _layer_count(default)
@@ -293,6 +296,10 @@ def tiny_config(config_cls: type) -> Any:
             small["head_dim"] = width
         elif "hidden_size" in small and "num_attention_heads" in small:
             small["hidden_size"] = width * small["num_attention_heads"]
+    if factor is not None and "rotary_dim" in small:  # MiniMax: rotary_dim beside the factor
+        head = small.get("head_dim") or small.get("hidden_size", 64) // small.get(
+            "num_attention_heads", 4)
+        small["rotary_dim"] = int(head * factor)
     if "kv_lora_rank" in values:  # multi-head latent attention: as many k heads as q heads
         small["num_key_value_heads"] = small.get("num_attention_heads", 4)
     params = values.get("rope_parameters")
@@ -437,8 +444,10 @@ def _model_class(module: Any, config: Any) -> type:
 def _layer_list(model: Any, n: int) -> Any:
     import torch
 
-    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n]
-    return lists[0] if lists else None
+    lists = [(name, m) for name, m in model.named_modules()
+             if isinstance(m, torch.nn.ModuleList) and len(m) == n]
+    named = [m for name, m in lists if name.split(".")[-1] in ("layers", "layer", "h", "blocks")]
+    return (named or [m for _, m in lists] or [None])[0]
 
 
 @contextlib.contextmanager
