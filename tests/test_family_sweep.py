@@ -10,7 +10,6 @@ full sweep is `posenc sweep transformers` (docs/families.md says how long it tak
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from pathlib import Path
@@ -217,36 +216,26 @@ EXPECTED = {  # family: pairing (bias families: none)
 }
 
 
-@pytest.fixture(scope="module")
-def representative() -> dict[str, family_sweep.Verdict]:
+def test_the_representative_families_conform() -> None:
+    """One test (not a fixture shared by several, which pytest-xdist would run once per
+    worker): the ten families CI sweeps, in this process, about 15 s on two cores."""
     pytest.importorskip("transformers")
-    with contextlib.suppress(ImportError):
-        import torch
-
-        torch.set_num_threads(1)
     start = time.perf_counter()
-    verdicts = family_sweep.sweep(family_sweep.REPRESENTATIVE, isolated=False)
+    verdicts = {v.family: v for v in family_sweep.sweep(family_sweep.REPRESENTATIVE,
+                                                        isolated=False)}
     print(f"representative sweep: {time.perf_counter() - start:.1f} s")
-    return {v.family: v for v in verdicts}
-
-
-def test_the_representative_families_conform(
-        representative: dict[str, family_sweep.Verdict]) -> None:
-    assert set(representative) == set(family_sweep.REPRESENTATIVE) == set(EXPECTED)
-    for name, verdict in representative.items():
+    assert set(verdicts) == set(family_sweep.REPRESENTATIVE) == set(EXPECTED)
+    for name, verdict in verdicts.items():
         assert verdict.verdict == "conforms", (name, verdict.reason)
         assert verdict.profile in ("exact", "conventional"), name
         assert verdict.pairing == EXPECTED[name], (name, verdict.pairing)
     for name in ("llama", "gptj", "gpt_neox", "gemma3", "deepseek_v3", "cohere"):
-        assert representative[name].checked == ["frequencies", "wiring"], name
-    assert representative["bloom"].checked == representative["t5"].checked == ["bias"]
-
-
-def test_gemma3_layers_get_their_own_bases(
-        representative: dict[str, family_sweep.Verdict]) -> None:
-    whats = {f.what for f in representative["gemma3"].findings}
+        assert verdicts[name].checked == ["frequencies", "wiring"], name
+    assert verdicts["bloom"].checked == verdicts["t5"].checked == ["bias"]
+    # Gemma 3: each layer type's own base, and the first global layer rotated in the decode
+    whats = {f.what for f in verdicts["gemma3"].findings}
     assert {"sliding_attention inv_freq", "full_attention inv_freq"} <= whats
-    assert any(w.startswith("layer 5 decode") for w in whats)  # the first global layer
+    assert any(w.startswith("layer 5 decode") for w in whats)
 
 
 # -- the page --------------------------------------------------------------------------------------
