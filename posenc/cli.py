@@ -178,6 +178,12 @@ def _cmd_peers(args: argparse.Namespace) -> int:
     return scoreboard.main_args(args)
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from posenc.conformance import family_sweep
+
+    return family_sweep.main_args(args)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from . import bench
@@ -311,6 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="run nothing; fail when docs/peers.md is stale")
     p.set_defaults(func=_cmd_peers)
+
+    p = sub.add_parser("sweep", help="check every model family of a library (transformers) "
+                                     "from its config; a full run writes docs/families.md")
+    from posenc.conformance import family_sweep  # imports no framework
+
+    family_sweep.add_arguments(p)
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")
