@@ -53,10 +53,9 @@ from posenc.dialects.transformers import rope_layers
 from posenc.errors import PosencError
 
 from .scoreboard import HASH_LINE, recorded_hash
-from .tolerances import PROFILES, compare, tolerance_for
+from .tolerances import JUDGEABLE, PROFILES, compare, tolerance_for
 
 MARKDOWN = "families.md"
-JUDGEABLE = 1e-2  # a profile whose tolerance reaches this fraction of the scale judges nothing
 DEFAULT_BASE = 10000.0  # RoFormer's base, where a config names none
 LAYOUTS = ("half", "interleaved", "deinterleave", "half, mirrored", "interleaved, mirrored")
 POSENC_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
