@@ -96,6 +96,77 @@ def default_scale(value: Any, q_shape: tuple[int, ...], *, factor: int = 1,
     return 1.0 / math.sqrt(d * factor)
 
 
+def number(name: str, value: Any, *, minimum: float | None = None,
+           exclusive_minimum: float | None = None) -> float:
+    """A finite real number (an int, a float or a NumPy scalar, not a bool or a string), at
+    least ``minimum`` / above ``exclusive_minimum`` when given."""
+    if isinstance(value, bool) or not isinstance(value, int | float | _np_integer()
+                                                 | _np_floating()):
+        raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not -math.inf < value < math.inf:
+        raise ParameterError(f"{name}={value!r} must be a finite number")
+    if minimum is not None and value < minimum:
+        raise ParameterError(f"{name}={value!r} must be >= {minimum}")
+    if exclusive_minimum is not None and value <= exclusive_minimum:
+        raise ParameterError(f"{name}={value!r} must be > {exclusive_minimum}")
+    return float(value)
+
+
+# The largest array a size parameter may ask for, in elements: 2**31 (8 GiB of float32,
+# 16 GiB of float64). Past it a call is refused before allocating, with the size it would take.
+MAX_ELEMENTS = 2**31
+
+
+def bounded(name: str, value: Any, elements: int, *, what: str = "the result",
+            limit: int = MAX_ELEMENTS) -> None:
+    """Refuse ``name=value`` when it makes ``what`` hold more than ``limit`` elements
+    (``elements``: how many it would hold), stating the size before anything is allocated."""
+    if elements > limit:
+        raise ParameterError(
+            f"{name}={value!r} makes {what} {elements:,} elements ({_gib(elements * 8)} as "
+            f"float64), past posenc's bound of {limit:,} elements")
+
+
+def index_bound(name: str, value: Any) -> int:
+    """A size or position count that must also index an int32 array: an int in
+    [0, 2**31)."""
+    value = integer(name, value, minimum=0)
+    if value >= MAX_ELEMENTS:
+        raise ParameterError(f"{name}={value} must be < 2**31 = {MAX_ELEMENTS:,}")
+    return value
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:,.1f} GiB"
+
+
+def option(kind: str, *, minimum: float | None = None, exclusive_minimum: float | None = None
+           ) -> Any:
+    """An argparse ``type=`` for a numeric command-line option: ``kind`` ``"int"`` or
+    ``"float"`` (finite), at least ``minimum`` / above ``exclusive_minimum``. A bad value is a
+    usage error (exit 2) naming the option and the value."""
+    import argparse
+
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = int(text) if kind == "int" else float(text)
+        except ValueError:
+            what = "an int" if kind == "int" else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not -math.inf < value < math.inf:
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"{text} must be >= {minimum:g}")
+        if exclusive_minimum is not None and value <= exclusive_minimum:
+            raise argparse.ArgumentTypeError(f"{text} must be > {exclusive_minimum:g}")
+        return value
+
+    parse.__name__ = kind  # argparse words an error without a message with the type's name
+    parse.minimum = minimum  # type: ignore[attr-defined]  # read by tests/test_hostile_inputs.py
+    parse.exclusive_minimum = exclusive_minimum  # type: ignore[attr-defined]
+    return parse
+
+
 def base(value: Any) -> float:
     """A frequency base: finite and > 1 (base 1 makes every frequency 1)."""
     value = positive("base", value)

@@ -11,8 +11,10 @@ Llama 3.1 and LongRoPE -> the ``rope_freqs`` tensor of per-pair divisors of thet
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from .. import params as checks
 from ..errors import ParameterError
 from .transformers import RopeLayer, require_qwen_mrope
 
@@ -32,6 +34,8 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
     ``mrope_section``; ``normal`` on a half-layout model needs the q/k weights permuted with
     ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
     LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
+    if n_ctx is not None:
+        n_ctx = checks.count("n_ctx", n_ctx)
     scaling, name = layer.scaling, layer.rope_type
     require_qwen_mrope(layer, "ggml's 'mrope' and 'imrope' modes run")
     sections = layer.mrope_section
@@ -122,8 +126,21 @@ def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[st
     """A transformers ``rope_parameters`` dict for ggml rope parameters, where one exists:
     default, linear and YaRN (and M-RoPE sections). A ``rope_freqs`` tensor is not invertible:
     it does not say whether Llama 3.1 or LongRoPE made it."""
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"params must be a dict of ggml rope parameters, got "
+                             f"{type(params).__name__}")
     if "freq_base" not in params:
         raise ParameterError(f"ggml parameters lack 'freq_base' (got keys {sorted(params)})")
+    if head_dim is not None:
+        head_dim = checks.count("head_dim", head_dim)
+    for key in ("freq_base", "freq_scale"):
+        if key in params:
+            checks.positive(key, params[key])
+    for key in ("ext_factor", "attn_factor", "beta_fast", "beta_slow"):
+        if key in params:
+            checks.number(key, params[key])
+    if params.get("n_dims") is not None:
+        checks.count("n_dims", params["n_dims"])
     if params.get("freq_factors") is not None:
         raise ParameterError("freq_factors (rope_freqs) is not invertible: the tensor does not "
                              "say which schedule (llama3, longrope) produced it")
@@ -139,6 +156,9 @@ def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[st
         raise ParameterError(f"ext_factor={ext!r}: transformers' YaRN blends fully (1) or not "
                              "at all (0)")
     if ext == 1.0:
+        if "n_ctx_orig" not in params:
+            raise ParameterError("ext_factor=1.0 (YaRN) needs n_ctx_orig, the original context")
+        checks.count("n_ctx_orig", params["n_ctx_orig"])
         factor = 1.0 / freq_scale
         out.update(rope_type="yarn", factor=factor,
                    original_max_position_embeddings=int(params["n_ctx_orig"]),

@@ -25,6 +25,7 @@ __all__ = ["ggml_rope"]
 
 MODES = ("normal", "neox", "mrope", "imrope", "vision")
 MULTI = ("mrope", "imrope", "vision")
+INT32 = 2**31  # positions lie in [-2**31, 2**31): ggml's int32
 
 
 def _f32(x: float) -> float:
@@ -114,6 +115,9 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     extra attention factor ``1 + 0.1 ln(1/freq_scale)``).
     """
     xp = array_api.namespace(x=x, positions=positions)
+    if not hasattr(x, "dtype"):
+        raise ParameterError(f"x must be an array, got {type(x).__name__} (the "
+                             "posenc.backends.<framework> functions convert lists)")
     array_api.check_floating(xp, "x", x)
     params.choice("mode", mode, MODES)
     if x.ndim < 2:
@@ -151,12 +155,16 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
 
     if not hasattr(positions, "dtype"):
         positions = array_api.asarray(xp, positions, device=array_api.device_of(x))
-    array_api.check_positions_dtype(xp, positions)
+    if not xp.isdtype(positions.dtype, "integral"):  # ggml's positions are an int32 tensor
+        raise ParameterError(f"positions must have an integer dtype (ggml's positions are "
+                             f"int32), got {array_api.dtype_name(positions.dtype)}")
     expected = (seq,) if secs is None else (4, seq)
     if tuple(positions.shape) != expected:
         raise ParameterError(f"positions has shape {tuple(positions.shape)}, expected "
                              f"{list(expected)} for mode={mode!r} and x of shape "
                              f"{tuple(x.shape)}")
+    array_api.assert_position_range(xp, positions, compute=xp.float64, low=-INT32,
+                                    high=INT32)
 
     # host side, float32 as ggml-cpu: the ladder factors, the ramp, the attention factor
     theta_scale = _f32(math.pow(_f32(freq_base), _f32(-2.0 / n_dims)))
