@@ -43,8 +43,8 @@ def count(name: str, value: Any, *, minimum: int = 1, must_be: str = "a positive
 def query_lengths(q_len: Any, k_len: Any) -> tuple[int, int]:
     """``(q_len, k_len)`` for queries aligned to the end of the keys (a KV cache): the queries are
     the last ``q_len`` of the ``k_len`` positions, so ``q_len <= k_len``."""
-    q_len = integer("q_len", q_len, minimum=0)
-    k_len = integer("k_len", k_len, minimum=0)
+    q_len = size("q_len", q_len)
+    k_len = size("k_len", k_len)
     if q_len > k_len:
         raise ParameterError(
             f"q_len={q_len} must be <= k_len={k_len}: queries are the last q_len of the k_len "
@@ -81,6 +81,12 @@ def scale(value: Any) -> Any:
     return value
 
 
+def bias_entries(heads: int, q_len: int, k_len: int) -> None:
+    """Refuse a ``[heads, q_len, k_len]`` bias past :data:`MAX_ELEMENTS`, naming the lengths."""
+    bounded(f"q_len={q_len}, k_len", k_len, heads * q_len * k_len,
+            what=f"the [{heads}, {q_len}, {k_len}] bias")
+
+
 def default_scale(value: Any, q_shape: tuple[int, ...], *, factor: int = 1,
                   rule: str = "1/sqrt(d)") -> float:
     """The attention scale: ``value`` (checked by :func:`scale`), or ``1/sqrt(d * factor)``
@@ -112,6 +118,24 @@ def number(name: str, value: Any, *, minimum: float | None = None,
     return float(value)
 
 
+def mapping(name: str, value: Any, *, optional: bool = False) -> Any:
+    """A dict (any Mapping; None too when ``optional``) whose numbers, at any depth, are
+    finite: a NaN or an infinity in a config is refused naming its key."""
+    from collections.abc import Mapping
+
+    if value is None and optional:
+        return value
+    if not isinstance(value, Mapping):
+        raise ParameterError(f"{name}={value!r} must be a dict ({type(value).__name__})")
+    for key, item in value.items():
+        where = f"{name}[{key!r}]"
+        if isinstance(item, Mapping):
+            mapping(where, item)
+        elif isinstance(item, float | _np_floating()) and not -math.inf < item < math.inf:
+            raise ParameterError(f"{where}={item!r} must be a finite number")
+    return value
+
+
 # The largest array a size parameter may ask for, in elements: 2**31 (8 GiB of float32,
 # 16 GiB of float64). Past it a call is refused before allocating, with the size it would take.
 MAX_ELEMENTS = 2**31
@@ -127,13 +151,25 @@ def bounded(name: str, value: Any, elements: int, *, what: str = "the result",
             f"float64), past posenc's bound of {limit:,} elements")
 
 
-def index_bound(name: str, value: Any) -> int:
-    """A size or position count that must also index an int32 array: an int in
-    [0, 2**31)."""
-    value = integer(name, value, minimum=0)
-    if value >= MAX_ELEMENTS:
-        raise ParameterError(f"{name}={value} must be < 2**31 = {MAX_ELEMENTS:,}")
+# The largest feature width (a head, a model dimension, a number of heads or buckets): host-side
+# loops run over them, so a width is refused past it rather than looped over for minutes.
+MAX_WIDTH = 2**20
+
+
+def size(name: str, value: Any, *, minimum: int | None = 0, maximum: int = MAX_ELEMENTS) -> int:
+    """A size (a length, a count of positions, rows or steps): an int in
+    ``[minimum, maximum)``; past ``maximum`` (2**31 by default: posenc's bound on an array)
+    the error states the bound."""
+    value = integer(name, value, minimum=minimum)
+    if value >= maximum:
+        raise ParameterError(f"{name}={value} must be < {maximum:,} (posenc's bound on a "
+                             f"{'width' if maximum == MAX_WIDTH else 'size'})")
     return value
+
+
+def width(name: str, value: Any, *, minimum: int = 1) -> int:
+    """A feature width or a count of heads: :func:`size` below :data:`MAX_WIDTH`."""
+    return size(name, value, minimum=minimum, maximum=MAX_WIDTH)
 
 
 def _gib(nbytes: int) -> str:

@@ -16,13 +16,14 @@ import numpy as np
 
 from .. import params
 from ..errors import ParameterError
-from .transformers import RopeLayer
+from .transformers import RopeLayer, require_layer
 
 
 def to_onnx(layer: RopeLayer, max_positions: int, *, seq_len: int | None = None
             ) -> dict[str, Any]:
     """``{"cos_cache", "sin_cache", "interleaved", "rotary_embedding_dim"}`` (float64 caches
     computed from float64 frequencies; cast them to the model's dtype)."""
+    require_layer(layer)
     max_positions = params.count("max_positions", max_positions)
     if seq_len is not None:
         seq_len = params.count("seq_len", seq_len)

@@ -50,6 +50,14 @@ class RopeLayer:
         return schedule(self.head_dim, scaling=self.scaling, seq_len=seq_len)
 
 
+def require_layer(layer: Any) -> RopeLayer:
+    """``layer`` is a :class:`RopeLayer` (what :func:`rope_layers` gives)."""
+    if not isinstance(layer, RopeLayer):
+        raise ParameterError(f"layer must be a RopeLayer (a value of "
+                             f"posenc.dialects.rope_layers(config)), got {type(layer).__name__}")
+    return layer
+
+
 def require_qwen_mrope(layer: RopeLayer, target: str) -> None:
     """Refuse an M-RoPE ordering other than Qwen2-VL's or Qwen3-VL's, the only ones ``target``
     (a phrase ending in its verb) runs: a translation would rotate by other position rows."""
@@ -84,6 +92,9 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
     if not isinstance(config, Mapping):
         raise ParameterError(f"config must be a dict (a transformers config.json), got "
                              f"{type(config).__name__}")
+    params.mapping("config", config)
+    for key in ("rope_parameters", "rope_scaling"):
+        params.mapping(key, config.get(key), optional=True)
     model_type = config.get("model_type")
     if "text_config" in config and not any(k in config for k in ("rope_parameters",
                                                                  "rope_scaling", "rope_theta")):

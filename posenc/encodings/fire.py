@@ -40,6 +40,7 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     named = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
     sizes = _INPUTS.check(xp, **named)
     heads = sizes["heads"]
+    params.bias_entries(int(heads), q_len, k_len)
     compute = array_api.compute_dtype(xp, w1.dtype)
     device = array_api.device_of(w1)
 

@@ -81,13 +81,13 @@ def check_temporal_range(video_grid_thw: Any, seconds: np.ndarray | None,
         return
     per_video = (np.ones(len(rows)) if seconds is None
                  else np.asarray(seconds, np.float64).reshape(-1))
+    rate_name = "position_id_per_seconds" if omni is not None else "tokens_per_second"
     for i, (t, second) in enumerate(zip(rows[:, 0].tolist(), per_video.tolist(), strict=False)):
         last = (t - 1) * float(rate) * second
         if last >= ID_LIMIT:
-            what = (f"second_per_grid_ts[{i}]={second:.6g}" if seconds is not None else
-                    ("position_id_per_seconds" if omni is not None else "tokens_per_second")
-                    + f"={rate!r}")
-            raise ParameterError(f"{what} puts the last temporal id of video {i} at {last:g}, "
+            what = "" if seconds is None else f" · second_per_grid_ts[{i}]={second:.6g}"
+            raise ParameterError(f"video_grid_thw[{i}] t={t}: (t - 1) · {rate_name}={rate!r}"
+                                 f"{what} puts the last temporal id of video {i} at {last:g}, "
                                  f"past 2**31 = {ID_LIMIT}")
 
 
@@ -194,7 +194,8 @@ def check_groups(types: np.ndarray, mask: np.ndarray | None, grids: dict[int, An
             if count != expected:
                 raise ParameterError(
                     f"{names[kind]}[{used[kind] - 1}]={[t, h, w]} gives t·(h/{merge})·(w/{merge}) "
-                    f"= {expected} tokens but its group in batch row {b} has {count}")
+                    f"= {expected} tokens but its group in batch row {b} has {count} "
+                    f"(spatial_merge_size={merge})")
             second = 1.0
             if kind == VIDEO and per_video:
                 second = per_video[used[VIDEO] - 1]
@@ -225,7 +226,8 @@ def _check_clip(group: np.ndarray, b: int, audio_len: int, index: int, grid: lis
         raise ParameterError(
             f"token_types of the video clip in batch row {b} (use_audio_in_video) are "
             f"{group.tolist()}, not the TMRoPE layout {expected.tolist()} ({order}, "
-            f"{omni.per_chunk} temporal ids a chunk)")
+            f"{omni.per_chunk} temporal ids a chunk: int(position_id_per_seconds · "
+            "seconds_per_chunk))")
 
 
 def _check_clip_ends(groups: list[np.ndarray], g: int, b: int) -> None:

@@ -83,7 +83,12 @@ def _check_params(tokens_per_second: float | None, split_video_frames: bool, adv
             raise ParameterError(f"{name}={value!r} with position_id_per_seconds="
                                  f"{position_id_per_seconds!r}: Qwen2.5-Omni times videos by "
                                  "position_id_per_seconds and resumes after the largest id")
-    per_chunk = int(pps * params.positive("seconds_per_chunk", seconds_per_chunk))
+    chunk = pps * params.positive("seconds_per_chunk", seconds_per_chunk)
+    if chunk >= 2**31:
+        raise ParameterError(f"seconds_per_chunk={seconds_per_chunk!r} with position_id_per_seconds"
+                             f"={position_id_per_seconds!r} gives {chunk:g} temporal ids a chunk, "
+                             "past 2**31")
+    per_chunk = int(chunk)
     if per_chunk < 1:
         raise ParameterError(f"seconds_per_chunk={seconds_per_chunk!r} gives "
                              f"int(position_id_per_seconds · seconds_per_chunk) = {per_chunk} "
@@ -142,7 +147,8 @@ def mrope_position_ids(
               "video_grid_thw": video_grid_thw, "second_per_grid_ts": second_per_grid_ts,
               "attention_mask": attention_mask, "audio_lengths": audio_lengths}
     for name, value in arrays.items():
-        if value is not None and not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        if (value is not None or name == "token_types") \
+                and not (hasattr(value, "shape") and hasattr(value, "dtype")):
             raise ParameterError(f"{name} must be an array, got {type(value).__name__} (the "
                                  "posenc.backends.<framework> functions convert lists)")
     merge = params.count("spatial_merge_size", spatial_merge_size)
@@ -155,6 +161,9 @@ def mrope_position_ids(
         raise ParameterError(f"token_types must be integers (0 text, 1 image, 2 video, 3 audio), "
                              f"got dtype {token_types.dtype}")
     batch, seq = int(token_types.shape[0]), int(token_types.shape[1])
+    if not xp.isdtype(token_types.dtype, "signed integer"):  # kinds 0-3; the ids need -1
+        token_types = xp.astype(token_types, xp.int32)
+    token_types = array_api.at_least_int32(xp, token_types)
     if batch * seq == 0:
         raise ParameterError(f"token_types has shape {(batch, seq)}: no tokens to give ids")
     for name in ("image_grid_thw", "video_grid_thw", "audio_lengths"):

@@ -26,7 +26,7 @@ def qk_permutation_indices(features: int, *, n_heads: int, to: str = "half",
                            rope_slice: str = "first") -> list[int]:
     """For each result row, the source row (``out[k] = w[index[k]]``) of a feature axis of
     ``features = n_heads * head_dim`` rows; see :func:`permute_qk`."""
-    features = params.integer("features", features, minimum=0)
+    features = params.width("features", features, minimum=0)
     return _indices(features, f"features={features}", n_heads=n_heads, to=to,
                     rotary_dim=rotary_dim, rope_slice=rope_slice)
 
@@ -41,7 +41,7 @@ def _indices(features: int, rows: str, *, n_heads: int, to: str, rotary_dim: int
     if features % n_heads:
         raise ParameterError(
             f"n_heads={n_heads} does not divide the feature axis ({features} rows): "
-            "head_dim would not be an integer")
+            f"head_dim would not be an integer ({rows})")
     head_dim = features // n_heads
     if rotary_dim is None:  # the whole head: an error names what gave its width
         if head_dim < 2 or head_dim % 2:
@@ -51,7 +51,7 @@ def _indices(features: int, rows: str, *, n_heads: int, to: str, rotary_dim: int
                    "which is odd: rope rotates pairs of rows (give rotary_dim for a partial "
                    "rotary)"))
         rotary_dim = head_dim
-    rotary_dim = params.integer("rotary_dim", rotary_dim, minimum=2)
+    rotary_dim = params.width("rotary_dim", rotary_dim, minimum=2)
     if rotary_dim % 2:
         raise ParameterError(f"rotary_dim={rotary_dim} is odd: rope rotates pairs of rows")
     if rotary_dim > head_dim:

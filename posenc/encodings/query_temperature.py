@@ -47,9 +47,15 @@ def query_temperature(
     floor_scale = params.count("floor_scale", floor_scale)
     if isinstance(scale, bool) or not isinstance(scale, int | float):
         raise ParameterError(f"scale={scale!r} must be a number")
+    scale = params.number("scale", scale)  # and finite
     out = array_api.output_dtype(xp, dtype)
     compute = array_api.compute_dtype(xp, out)
     _INPUTS.check(xp, cache_position=cache_position, position_ids=position_ids)
+    # the ids the temperature reads are >= 0 (the spec's convention) and exact integers
+    read = {"llama4": (), "ministral3": ("position_ids",)}.get(form, ())
+    for name, ids in (("cache_position", cache_position), ("position_ids", position_ids)):
+        if ids is not None and (name == "cache_position" or name in read):
+            array_api.assert_position_range(xp, ids, compute=xp.float64, name=name, low=0)
     if form == "dual_chunk":
         return xp.astype(_length_temperature(xp, cache_position, position_ids, floor_scale,
                                              scale, compute), out)
