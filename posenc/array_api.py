@@ -258,6 +258,8 @@ def table_and_positions(xp: ModuleType, positions: Any, table: Any, *,
     integer positions (lists converted). Returns ``(positions, rows, dim)``."""
     if not hasattr(table, "dtype"):
         raise ParameterError(f"table must be an array, got {type(table).__name__}")
+    if positions is None:
+        raise ParameterError("positions must be an array of row indices, got None")
     if not hasattr(positions, "dtype"):
         positions = asarray(xp, positions, device=device_of(table))
     if table.ndim != 2:

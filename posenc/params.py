@@ -78,6 +78,21 @@ def scale(value: Any) -> Any:
         ok = False
     if not ok:
         raise ParameterError(f"scale={value!r} must be a finite number > 0 (or None)")
+    float32_range("scale", value)
+    return value
+
+
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32
+
+
+def float32_range(name: str, value: Any) -> Any:
+    """A positive scalar that float32 holds (not 0, not inf, not subnormal): JAX without x64,
+    and every float32 computation, would turn it into 0 or inf."""
+    # plain numbers only: a 0-d tensor would be a data-dependent branch under torch.compile
+    if isinstance(value, int | float) and not FLOAT32_TINY <= value <= FLOAT32_MAX:
+        raise ParameterError(f"{name}={value!r} is outside float32's range [{FLOAT32_TINY:.3g}, "
+                             f"{FLOAT32_MAX:.3g}], where float32 computations hold it")
     return value
 
 

@@ -48,7 +48,9 @@ def _number(name: str, value: Any, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ParameterError(f"{name} must be a number, got {value!r}")
     value = float(value)  # a concrete float (pins a symbolic one under torch.compile)
-    if positive and not (0 < value < math.inf and np.float32(value) > 0):
+    # plain Python comparisons (torch.compile traces NumPy scalars): float32 rounds 2**-150
+    # and below to 0
+    if positive and not (2.0**-150 < value < math.inf):
         raise ParameterError(f"{name}={value!r} must be a finite number > 0 (> 0 in float32 "
                              "too: ggml's rope parameters are float32)")
     if not -math.inf < value < math.inf:

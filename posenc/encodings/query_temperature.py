@@ -44,11 +44,11 @@ def query_temperature(
     """
     xp = array_api.namespace(cache_position=cache_position, position_ids=position_ids)
     params.choice("form", form, FORMS)
-    floor_scale = params.count("floor_scale", floor_scale)
+    floor_scale = params.size("floor_scale", params.count("floor_scale", floor_scale), minimum=1)
     if isinstance(scale, bool) or not isinstance(scale, int | float):
         raise ParameterError(f"scale={scale!r} must be a number")
     scale = params.number("scale", scale)  # and finite
-    out = array_api.output_dtype(xp, dtype)
+    out = array_api.output_dtype(xp, dtype, of="cache_position")
     compute = array_api.compute_dtype(xp, out)
     _INPUTS.check(xp, cache_position=cache_position, position_ids=position_ids)
     # the ids the temperature reads are >= 0 (the spec's convention) and exact integers

@@ -50,7 +50,7 @@ def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any
     """Checks shared by both functions; returns ``(K, scale)``."""
     K = params.size("max_relative_position", max_relative_position, minimum=0)
     if scale is not None:
-        params.positive("scale", scale)
+        params.float32_range("scale", params.positive("scale", scale))
     rows = 2 * K + 1
     tables = {"table_k": table_k} if table_v is None else {"table_k": table_k,
                                                            "table_v": table_v}

@@ -44,7 +44,7 @@ def sinusoidal(
     if layout == "t2t" and dim < 2:
         raise ParameterError(f"dim={dim} must be >= 2 for layout='t2t'")
     if padding_idx is not None:
-        padding_idx = params.integer("padding_idx", padding_idx)
+        padding_idx = params.size("padding_idx", padding_idx, minimum=-(2**31))
     if not hasattr(positions, "dtype"):
         positions = array_api.asarray(xp, positions, device=device)
     array_api.check_positions_dtype(xp, positions)
