@@ -128,6 +128,9 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     extra attention factor ``1 + 0.1 ln(1/freq_scale)``).
     """
     xp = array_api.namespace(x=x, positions=positions)
+    if positions is None:
+        raise ParameterError("positions must be given: ggml's rope takes one position per "
+                             "token ([seq] ints; [4, seq] for mrope, imrope, vision)")
     if not hasattr(x, "dtype"):
         raise ParameterError(f"x must be an array, got {type(x).__name__} (the "
                              "posenc.backends.<framework> functions convert lists)")

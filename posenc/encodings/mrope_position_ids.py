@@ -166,12 +166,14 @@ def mrope_position_ids(
     token_types = array_api.at_least_int32(xp, token_types)
     if batch * seq == 0:
         raise ParameterError(f"token_types has shape {(batch, seq)}: no tokens to give ids")
-    for name in ("image_grid_thw", "video_grid_thw", "audio_lengths"):
-        if arrays[name] is not None and not xp.isdtype(arrays[name].dtype, "integral"):
+    for name in ("image_grid_thw", "video_grid_thw", "audio_lengths", "attention_mask"):
+        kinds = ("integral", "bool") if name == "attention_mask" else "integral"
+        if arrays[name] is not None and not xp.isdtype(arrays[name].dtype, kinds):
             raise ParameterError(f"{name} must have an integer dtype, got "
                                  f"{array_api.dtype_name(arrays[name].dtype)}")
     if second_per_grid_ts is not None:
-        videos = None if video_grid_thw is None else int(video_grid_thw.shape[0])
+        videos = (None if video_grid_thw is None or video_grid_thw.ndim != 2
+                  else int(video_grid_thw.shape[0]))
         if tuple(second_per_grid_ts.shape) != (videos,):
             raise ParameterError(
                 f"second_per_grid_ts has shape {tuple(second_per_grid_ts.shape)} but "
@@ -219,7 +221,8 @@ def mrope_position_ids(
         return array_api.asarray(xp, [0] * n, dtype=index, device=device)
     types = xp.reshape(token_types, (batch * seq,))
     valid = (xp.ones_like(types) if attention_mask is None
-             else xp.astype(xp.reshape(attention_mask, (batch * seq,)) != 0, index))
+             else xp.astype(xp.astype(xp.reshape(attention_mask, (batch * seq,)), index) != 0,
+                            index))
     # a clip's audio groups with its video: one group of class video
     cls = (xp.where(types == AUDIO, xp.full_like(types, 2), types)
            if omni is not None and omni.use_audio_in_video else types)

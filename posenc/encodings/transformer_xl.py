@@ -64,7 +64,7 @@ def transformer_xl(
     params.choice("method", method, METHODS)
     base = params.base(base)
     if scale is not None:
-        scale = params.positive("scale", scale)
+        scale = params.float32_range("scale", params.positive("scale", scale))
     q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
     d_model = int(r_proj.shape[-2])
     compute = array_api.compute_dtype(xp, q.dtype)
