@@ -43,6 +43,8 @@ def query_temperature(
     see :func:`dual_chunk_attention`.
     """
     xp = array_api.namespace(cache_position=cache_position, position_ids=position_ids)
+    if cache_position is None:
+        raise ParameterError("cache_position must be an array of positions, got None")
     params.choice("form", form, FORMS)
     floor_scale = params.size("floor_scale", params.count("floor_scale", floor_scale), minimum=1)
     if isinstance(scale, bool) or not isinstance(scale, int | float):
@@ -74,7 +76,7 @@ def _length_temperature(xp: Any, cache_position: Any, position_ids: Any, floor_s
                         scale: float, compute: Any) -> Any:
     shape = tuple(cache_position.shape if position_ids is None else position_ids.shape)
     if cache_position.shape[0] == 0:
-        return xp.ones(shape, dtype=compute)
+        return xp.full(shape, 1.0, dtype=compute)  # (TensorFlow's adapter has no ones)
     length = xp.astype(xp.max(cache_position) + 1, compute)
     temperature = xp.log(length / floor_scale) * scale + 1.0
     temperature = xp.where(temperature > 1.0, temperature, xp.ones_like(temperature))
