@@ -81,8 +81,12 @@ def _convert(backend: Backend, name: str, value: Any, device: Any) -> Any:
     integral = host.dtype.kind in "iu" or (host.size == 0 and not isinstance(value, np.ndarray))
     if not integral and host.dtype.kind not in "fcb":
         raise ParameterError(f"{name} must hold numbers, got a {host.dtype} array")
-    converted = backend.from_numpy(host, backend.index_dtype if integral else host.dtype.name,
-                                   device)
+    dtype = backend.index_dtype if integral else host.dtype.name
+    try:
+        converted = backend.from_numpy(host, dtype, device)
+    except (AttributeError, TypeError) as exc:  # a dtype the library lacks (strict: float16)
+        raise ParameterError(f"{name}: {backend.name} arrays cannot hold {dtype} values "
+                             f"({exc})") from None
     if integral and host.size:
         info = np.iinfo(array_api.dtype_name(converted.dtype))
         low, high = int(host.min()), int(host.max())

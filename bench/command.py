@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from posenc import params
+
 from .engine import run_rows
 from .peers import hide_tensorflow
 from .plan import SUITES, plan, suites_of
@@ -68,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "gpu included with --device cuda; repeatable)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes and short runs: a smoke test, not a measurement")
-    parser.add_argument("--threads", type=int, metavar="N",
+    parser.add_argument("--threads", type=params.option("int", minimum=1), metavar="N",
                         help="torch and TensorFlow intra-op threads (default: their default)")
     parser.add_argument("--json", metavar="FILE", help="write the rows and metadata as JSON")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],

@@ -7,6 +7,7 @@ import re
 import sys
 from typing import Any
 
+from posenc import params
 from posenc.errors import ParameterError
 
 ADAPTERS = ("function", "apply", "cache", "frequencies", "alibi-tensor")
@@ -64,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--named", action="append", metavar="MODEL",
                    help="only the golden cases of a named model's published configuration, "
                         "e.g. llama-3.1-8b (repeatable; `posenc translate --help` lists them)")
-    p.add_argument("--max-examples", type=int, default=25)
+    p.add_argument("--max-examples", type=params.option("int", minimum=1), default=25)
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("-v", "--verbose", action="store_true", help="every failure and reason")
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from posenc import params
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("posenc", "posenc conformance")
@@ -19,7 +21,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--posenc-dtype", action="append", default=[], metavar="D")
     group.addoption("--posenc-mode", action="append", default=[], choices=["eager", "compiled"])
     group.addoption("--posenc-device", default="cpu")
-    group.addoption("--posenc-max-examples", type=int, default=25)
+    group.addoption("--posenc-max-examples", type=params.option("int", minimum=1), default=25)
     group.addoption("--posenc-expectations", default=None, metavar="PATH")
     group.addoption("--posenc-precision", default=None,
                     choices=["exact", "conventional", "reduced"],

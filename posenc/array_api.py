@@ -77,8 +77,11 @@ def namespace(**arrays: Any) -> ModuleType:
         return _FORCED[-1]
     if not seen:
         return _namespace_for("numpy", None)
-    ((library, (_, value)),) = seen.items()
-    return _namespace_for(library, value)
+    ((library, (name, value)),) = seen.items()
+    try:
+        return _namespace_for(library, value)
+    except ParameterError as exc:
+        raise ParameterError(f"{name}: {exc}") from None
 
 
 def namespace_of_dtype(dtype: Any) -> ModuleType:
@@ -105,15 +108,18 @@ def namespace_of_dtype(dtype: Any) -> ModuleType:
 _DTYPE_LIBRARIES = {"ml_dtypes": "numpy"}
 
 
-def output_dtype(xp: ModuleType, dtype: Any) -> Any:
-    """``dtype`` (float32 when None), checked to be a real floating dtype of ``xp``."""
+def output_dtype(xp: ModuleType, dtype: Any, *, of: str | None = None) -> Any:
+    """``dtype`` (float32 when None), checked to be a real floating dtype of ``xp``; ``of``
+    names the array inputs whose library ``xp`` is, for the error."""
     out = xp.float32 if dtype is None else dtype
+    foreign = False
     try:
         floating = xp.isdtype(out, "real floating")
     except Exception:  # not a dtype of this namespace at all
-        floating = False
+        floating, foreign = False, True
     if not floating:
-        raise ParameterError(f"dtype must be a real floating dtype, got {dtype!r}")
+        where = f" of {of}'s array library" if of and foreign else ""
+        raise ParameterError(f"dtype must be a real floating dtype{where}, got {dtype!r}")
     return out
 
 
@@ -252,6 +258,8 @@ def table_and_positions(xp: ModuleType, positions: Any, table: Any, *,
     integer positions (lists converted). Returns ``(positions, rows, dim)``."""
     if not hasattr(table, "dtype"):
         raise ParameterError(f"table must be an array, got {type(table).__name__}")
+    if positions is None:
+        raise ParameterError("positions must be an array of row indices, got None")
     if not hasattr(positions, "dtype"):
         positions = asarray(xp, positions, device=device_of(table))
     if table.ndim != 2:

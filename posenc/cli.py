@@ -9,7 +9,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import PosencError
+from . import params
+from .errors import ParameterError, PosencError
+
+COUNT = params.option("int", minimum=1)  # a count of at least 1 (examples, workers, dpi)
+
+
+def _shard(text: str) -> str:
+    """``--shard K/N``, checked while parsing (a usage error naming the option)."""
+    from posenc.conformance.shard import parse_shard
+
+    try:
+        parse_shard(text)
+    except ParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
+    return text
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -220,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--only", choices=["cases", "properties", "gradients"],
                    help="golden cases, properties or gradient checks only")
-    p.add_argument("--max-examples", type=int, default=None,
+    p.add_argument("--max-examples", type=COUNT, default=None,
                    help="Hypothesis examples per property (derandomised; default 5 in the "
                         "standard tier, 25 with --exhaustive)")
     p.add_argument("--no-compile-cache", action="store_true",
@@ -243,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "matches, e.g. 'torch/*/float16/compiled/*', or whose parameters do: "
                         "'rope[layout=interleaved]', '*[scaling.rope_type=yarn]' (repeatable; "
                         "the count is reported)")
-    p.add_argument("--compiled-cases", type=int, metavar="N",
+    p.add_argument("--compiled-cases", type=params.option("int", minimum=0), metavar="N",
                    help="in compiled mode, check only the first N golden cases of each "
                         "encoding (every property still runs; the count is reported)")
     p.add_argument("--precision", choices=["exact", "conventional", "reduced"], default="exact",
@@ -257,13 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report page")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--workers", metavar="N", help="worker processes (default: the number of "
+    p.add_argument("--workers", type=COUNT, metavar="N", help="worker processes (default: the number of "
                    "CPU cores, fewer for a small plan; 1 runs in this process); torch and "
                    "TensorFlow never share a worker")
-    p.add_argument("--shard", metavar="K/N", help="run shard K of N only: a deterministic, "
+    p.add_argument("--shard", type=_shard, metavar="K/N", help="run shard K of N only: a deterministic, "
                    "cost-balanced part of the plan; join the shards' --json reports with "
                    "`posenc report merge`")
-    p.add_argument("--check-timeout", type=float, default=1800.0, metavar="SECONDS",
+    p.add_argument("--check-timeout", type=params.option("float", exclusive_minimum=0),
+                   default=1800.0, metavar="SECONDS",
                    help="with workers, a check silent this long is an error (default 1800)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     p.set_defaults(func=_cmd_conformance)
@@ -296,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an encoding parameter, written as in a spec (repeatable), e.g. "
                         "base=500000 or 'scaling={rope_type: llama3, factor: 8.0}'")
     p.add_argument("-o", "--output", metavar="FILE.png", help="default: ID.png")
-    p.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
+    p.add_argument("--dpi", type=COUNT, default=100, help="resolution (default 100)")
     p.set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("docs", help="generate docs/encodings.md and its plots from spec/")
@@ -304,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="write nothing; fail when the markdown is stale or a plot is missing")
     p.add_argument("--no-images", action="store_true", help="write only the markdown")
-    p.add_argument("--dpi", type=int, default=72, help="plot resolution (default 72)")
+    p.add_argument("--dpi", type=COUNT, default=72, help="plot resolution (default 72)")
     p.set_defaults(func=_cmd_docs)
 
     p = sub.add_parser("peers", help="run every installed peer adapter (peer:NAME) and write "
@@ -312,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
     p.add_argument("--peer", action="append", metavar="NAME",
                    help="run only this peer (repeatable; default: every peer)")
-    p.add_argument("--max-examples", type=int, default=None,
+    p.add_argument("--max-examples", type=COUNT, default=None,
                    help="Hypothesis examples per property (default: the scoreboard's)")
     p.add_argument("--check", action="store_true",
                    help="run nothing; fail when docs/peers.md is stale")

@@ -122,9 +122,17 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
                       (*tuple(head.shape[:-1]), r))
 
 
+def head_width(dim: int) -> int:
+    """``x.shape[-1] = dim`` holds a pair of features to rotate."""
+    if dim < 2:
+        raise ParameterError(f"x.shape[-1]={dim} leaves no pair of features to rotate")
+    return dim
+
+
 def rotary_width(dim: int, rotary_dim: Any) -> int:
     """The number of rotated features: ``rotary_dim`` checked against ``x.shape[-1] = dim``."""
     if rotary_dim is None:
+        head_width(dim)
         if dim % 2:
             raise ParameterError(
                 f"x.shape[-1]={dim} is odd: rotary embedding rotates pairs of features; "

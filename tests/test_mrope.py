@@ -87,8 +87,8 @@ def test_bad_arrays(pe, x, positions, message) -> None:
         pe.mrope(x, positions, sections=[2, 3, 3])
 
 
-def test_odd_width_names_dim(pe) -> None:
-    with pytest.raises(ParameterError, match=r"dim=15 is odd"):
+def test_odd_width_names_x(pe) -> None:
+    with pytest.raises(ParameterError, match=r"x.shape\[-1\]=15 is odd"):
         pe.mrope(X16[..., :15], POS, sections=[2, 3, 3])
 
 

@@ -72,6 +72,9 @@ class RotaryEmbedding(nn.Module):
                     or not 0 < max_positions <= array_api.FLOAT32_EXACT_INTEGERS:
                 raise ParameterError(f"max_positions={max_positions!r} must be an int in "
                                      f"[1, 2**24]")
+            params.bounded("max_positions", max_positions,
+                           max_positions * 2 * self._schedule.rotary_dim,
+                           what="the cos/sin table [max_positions, 2, rotary_dim]")
         self._build_tables(device)
 
     def _build_tables(self, device: Any) -> None:

@@ -31,14 +31,21 @@ __all__ = [
 ]
 
 TARGETS = ("vllm", "ggml", "onnx", "transformers")
+OPTIONS = {"vllm": (), "ggml": ("mode", "n_ctx"), "onnx": ("max_positions", "seq_len"),
+           "transformers": ()}
 
 
 def translate(config: Mapping[str, Any], to: str, **options: Any) -> dict[str, Any]:
     """``{layer_type: target parameters}`` for a transformers config dict (``'all'`` when one
     rope serves every layer). ``options`` go to the target: ``mode``/``n_ctx`` (ggml),
     ``max_positions``/``seq_len`` (onnx)."""
-    if to not in TARGETS:
+    if not isinstance(to, str) or to not in TARGETS:
         raise ParameterError(f"to={to!r} is not one of {', '.join(map(repr, TARGETS))}")
+    for name in options:
+        if name not in OPTIONS[to]:
+            takes = f"takes {', '.join(OPTIONS[to])}" if OPTIONS[to] else "takes no options"
+            raise ParameterError(f"{name}={options[name]!r} does not apply to to={to!r} (it "
+                                 f"{takes}): an option is never ignored")
     layers = rope_layers(config)
     if to == "vllm":
         return {t: to_vllm(layer, **options) for t, layer in layers.items()}

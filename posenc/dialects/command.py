@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import params
 from ..errors import ParameterError
 from . import TARGETS, freq_factors_summary, from_ggml, from_vllm, rope_layers, translate
+from .ggml import MODES as GGML_MODES
 from .named import NAMED
 
 SOURCES = ("transformers", "ggml", "vllm")
@@ -24,16 +26,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="target", choices=TARGETS, required=True)
     p.add_argument("--named", choices=sorted(NAMED),
                    help="a published model configuration instead of a file")
-    p.add_argument("--mode", help="ggml: force a rope mode (normal, neox, mrope, imrope)")
-    p.add_argument("--n-ctx", type=int, help="ggml: the context llama.cpp allocates (picks "
-                                             "LongRoPE's factors)")
-    p.add_argument("--max-positions", type=int, default=4096,
-                   help="onnx: rows of the cos/sin caches (default 4096)")
-    p.add_argument("--seq-len", type=int, help="onnx: the length dynamic/LongRoPE are baked for")
+    p.add_argument("--mode", choices=GGML_MODES,
+                   help="ggml: force a rope mode (normal, neox, mrope, imrope)")
+    p.add_argument("--n-ctx", type=params.option("int", minimum=1),
+                   help="ggml: the context llama.cpp allocates (picks LongRoPE's factors)")
+    p.add_argument("--max-positions", type=params.option("int", minimum=1),
+                   help=f"onnx: rows of the cos/sin caches (default {MAX_POSITIONS})")
+    p.add_argument("--seq-len", type=params.option("int", minimum=1),
+                   help="onnx: the length dynamic/LongRoPE are baked for")
     p.add_argument("--json", action="store_true", help="print JSON with every value")
 
 
 def _load(args: argparse.Namespace) -> dict[str, Any]:
+    if args.named and args.config is not None:
+        raise ParameterError(f"give a config file ({args.config}) or --named {args.named}, "
+                             "not both")
     if args.named:
         return NAMED[args.named]
     if args.config is None:
@@ -44,12 +51,27 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
         raise ParameterError(f"cannot read {args.config}: {exc}") from None
 
 
+# the options of one target, by target (dest, option)
+TARGET_OPTIONS = {"ggml": (("mode", "--mode"), ("n_ctx", "--n-ctx")),
+                  "onnx": (("max_positions", "--max-positions"), ("seq_len", "--seq-len"))}
+MAX_POSITIONS = 4096
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    if args.target == "ggml":
-        return {k: v for k, v in (("mode", args.mode), ("n_ctx", args.n_ctx)) if v is not None}
-    if args.target == "onnx":
-        return {"max_positions": args.max_positions, "seq_len": args.seq_len}
-    return {}
+    """The options given for the target; one given for another target (or with --from) is an
+    error naming it, never ignored."""
+    mine = TARGET_OPTIONS.get(args.target, ()) if args.source == "transformers" else ()
+    for target, options in TARGET_OPTIONS.items():
+        for dest, flag in options:
+            if getattr(args, dest) is not None and (dest, flag) not in mine:
+                where = (f"--to {target}" if args.source == "transformers"
+                         else "--from transformers")
+                raise ParameterError(f"{flag} {getattr(args, dest)} applies to {where} only, "
+                                     f"not to --from {args.source} --to {args.target}")
+    out = {dest: getattr(args, dest) for dest, _ in mine if getattr(args, dest) is not None}
+    if args.target == "onnx" and args.source == "transformers":
+        out.setdefault("max_positions", MAX_POSITIONS)
+    return out
 
 
 def _plain(value: Any) -> Any:
@@ -68,6 +90,7 @@ def _summary(key: str, value: Any) -> str:
 
 
 def main_args(args: argparse.Namespace) -> int:
+    options = _options(args)
     data = _load(args)
     if args.source != "transformers":
         if args.target != "transformers":
@@ -78,7 +101,7 @@ def main_args(args: argparse.Namespace) -> int:
                 else from_vllm(d) for t, d in keyed.items()}
         print(json.dumps(back, indent=2))
         return 0
-    result = translate(data, args.target, **_options(args))
+    result = translate(data, args.target, **options)
     if args.json:
         print(json.dumps({t: {k: _plain(v) for k, v in out.items()}
                           for t, out in result.items()}, indent=2))

@@ -11,10 +11,12 @@ Llama 3.1 and LongRoPE -> the ``rope_freqs`` tensor of per-pair divisors of thet
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from .. import params as checks
 from ..errors import ParameterError
-from .transformers import RopeLayer, require_qwen_mrope
+from .transformers import RopeLayer, require_layer, require_qwen_mrope
 
 MODES = ("normal", "neox", "mrope", "imrope", "vision")
 UNROTATED_DIVISOR = 1e30  # rope_freqs entry of a pair that proportional rope leaves unrotated
@@ -32,6 +34,9 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
     ``mrope_section``; ``normal`` on a half-layout model needs the q/k weights permuted with
     ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
     LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
+    require_layer(layer)
+    if n_ctx is not None:
+        n_ctx = checks.count("n_ctx", n_ctx)
     scaling, name = layer.scaling, layer.rope_type
     require_qwen_mrope(layer, "ggml's 'mrope' and 'imrope' modes run")
     sections = layer.mrope_section
@@ -122,8 +127,9 @@ def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[st
     """A transformers ``rope_parameters`` dict for ggml rope parameters, where one exists:
     default, linear and YaRN (and M-RoPE sections). A ``rope_freqs`` tensor is not invertible:
     it does not say whether Llama 3.1 or LongRoPE made it."""
-    if "freq_base" not in params:
-        raise ParameterError(f"ggml parameters lack 'freq_base' (got keys {sorted(params)})")
+    _check_ggml(params)
+    if head_dim is not None:
+        head_dim = checks.count("head_dim", head_dim)
     if params.get("freq_factors") is not None:
         raise ParameterError("freq_factors (rope_freqs) is not invertible: the tensor does not "
                              "say which schedule (llama3, longrope) produced it")
@@ -139,6 +145,9 @@ def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[st
         raise ParameterError(f"ext_factor={ext!r}: transformers' YaRN blends fully (1) or not "
                              "at all (0)")
     if ext == 1.0:
+        if "n_ctx_orig" not in params:
+            raise ParameterError("ext_factor=1.0 (YaRN) needs n_ctx_orig, the original context")
+        checks.count("n_ctx_orig", params["n_ctx_orig"])
         factor = 1.0 / freq_scale
         out.update(rope_type="yarn", factor=factor,
                    original_max_position_embeddings=int(params["n_ctx_orig"]),
@@ -160,10 +169,50 @@ def from_ggml(params: dict[str, Any], *, head_dim: int | None = None) -> dict[st
     return out
 
 
+GGML_KEYS = ("n_dims", "mode", "freq_base", "freq_scale", "ext_factor", "attn_factor",
+             "beta_fast", "beta_slow", "n_ctx_orig", "sections", "freq_factors", "head_dim")
+
+
+def _check_ggml(params: Any) -> None:
+    """ggml rope parameters as :func:`posenc.ggml_rope` takes them (and a ``head_dim``): a
+    dict of known keys, each of its kind."""
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"params must be a dict of ggml rope parameters, got "
+                             f"{type(params).__name__}")
+    unknown = sorted(str(k) for k in params if k not in GGML_KEYS)
+    if unknown:
+        raise ParameterError(f"params has key {unknown[0]!r}, not a ggml rope parameter (one "
+                             f"of {', '.join(GGML_KEYS)})")
+    if "freq_base" not in params:
+        raise ParameterError(f"ggml parameters lack 'freq_base' (got keys {sorted(params)})")
+    for key in ("freq_base", "freq_scale"):
+        if key in params:
+            checks.positive(key, params[key])
+    for key in ("ext_factor", "attn_factor", "beta_fast", "beta_slow"):
+        if key in params:
+            checks.number(key, params[key])
+    for key, minimum in (("n_dims", 2), ("n_ctx_orig", 0), ("head_dim", 1)):
+        if params.get(key) is not None:
+            checks.count(key, params[key], minimum=minimum,
+                         must_be=f"an int >= {minimum}")
+    if "mode" in params:
+        checks.choice("mode", params["mode"], MODES)
+    sections = params.get("sections")
+    if sections is not None and (not isinstance(sections, list | tuple) or len(sections) != 4
+                                 or any(isinstance(v, bool) or not isinstance(v, int)
+                                        or v < 0 for v in sections)):
+        raise ParameterError(f"sections={sections!r} must be 4 ints >= 0 (t, h, w, e pairs)")
+    if params.get("mode") in ("mrope", "imrope") and sections is None:
+        raise ParameterError(f"mode={params['mode']!r} needs sections")
+
+
 def freq_factors_summary(factors: list[float] | None) -> str:
     """One line about a rope_freqs tensor: its length and range, and where it leaves 1."""
     if factors is None:
         return "rope_freqs: none"
+    if not isinstance(factors, list | tuple) or not factors:
+        raise ParameterError(f"factors must be a non-empty list of numbers, got {factors!r}")
+    factors = [checks.positive(f"factors[{i}]", f) for i, f in enumerate(factors)]
     changed = [i for i, f in enumerate(factors) if abs(f - 1.0) > 1e-12]
     span = f"pairs {changed[0]}..{changed[-1]} differ from 1" if changed else "all 1"
     return (f"rope_freqs: {len(factors)} float32 divisors of theta_i, min {min(factors):.6g}, "

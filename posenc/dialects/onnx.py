@@ -14,16 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from .. import params
 from ..errors import ParameterError
-from .transformers import RopeLayer
+from .transformers import RopeLayer, require_layer
 
 
 def to_onnx(layer: RopeLayer, max_positions: int, *, seq_len: int | None = None
             ) -> dict[str, Any]:
     """``{"cos_cache", "sin_cache", "interleaved", "rotary_embedding_dim"}`` (float64 caches
     computed from float64 frequencies; cast them to the model's dtype)."""
-    if isinstance(max_positions, bool) or not isinstance(max_positions, int) or max_positions < 1:
-        raise ParameterError(f"max_positions must be a positive int, got {max_positions!r}")
+    require_layer(layer)
+    max_positions = params.count("max_positions", max_positions)
+    if seq_len is not None:
+        seq_len = params.count("seq_len", seq_len)
     if layer.mrope_section:
         raise ParameterError(f"mrope_section={layer.mrope_section!r}: ONNX RotaryEmbedding "
                              "gathers one position id per token and cannot hold M-RoPE sections")
@@ -31,6 +34,9 @@ def to_onnx(layer: RopeLayer, max_positions: int, *, seq_len: int | None = None
         raise ParameterError("rope_type='dynamic' depends on the sequence length: give seq_len "
                              "to bake the caches for one length")
     resolved = layer.resolve(seq_len)
+    # two caches of max_positions x rotary_dim/2, checked before a row is computed
+    params.bounded("max_positions", max_positions, 2 * max_positions * (resolved.rotary_dim // 2),
+                   what="the cos/sin caches")
     inv_freq = np.asarray(resolved.inv_freq, dtype=np.float64)
     angles = np.arange(max_positions, dtype=np.float64)[:, None] * inv_freq
     scale = resolved.attention_factor

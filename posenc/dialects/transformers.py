@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import params
 from ..encodings._mrope_orderings import config_ordering
 from ..encodings.rope_frequencies import Schedule, schedule, schedule_type
 from ..errors import ParameterError
@@ -49,6 +50,14 @@ class RopeLayer:
         return schedule(self.head_dim, scaling=self.scaling, seq_len=seq_len)
 
 
+def require_layer(layer: Any) -> RopeLayer:
+    """``layer`` is a :class:`RopeLayer` (what :func:`rope_layers` gives)."""
+    if not isinstance(layer, RopeLayer):
+        raise ParameterError(f"layer must be a RopeLayer (a value of "
+                             f"posenc.dialects.rope_layers(config)), got {type(layer).__name__}")
+    return layer
+
+
 def require_qwen_mrope(layer: RopeLayer, target: str) -> None:
     """Refuse an M-RoPE ordering other than Qwen2-VL's or Qwen3-VL's, the only ones ``target``
     (a phrase ending in its verb) runs: a translation would rotate by other position rows."""
@@ -60,12 +69,15 @@ def require_qwen_mrope(layer: RopeLayer, target: str) -> None:
 
 
 def _head_dim(config: Mapping[str, Any]) -> tuple[int, bool]:
-    if config.get("qk_rope_head_dim"):  # DeepSeek MLA: rope on its own slice, interleaved
-        return int(config["qk_rope_head_dim"]), True
-    if config.get("head_dim"):
-        return int(config["head_dim"]), False
-    if config.get("hidden_size") and config.get("num_attention_heads"):
-        return int(config["hidden_size"]) // int(config["num_attention_heads"]), False
+    def size(key: str) -> int:
+        return params.count(key, config[key])
+
+    if config.get("qk_rope_head_dim") is not None:  # DeepSeek MLA: its own slice, interleaved
+        return size("qk_rope_head_dim"), True
+    if config.get("head_dim") is not None:
+        return size("head_dim"), False
+    if config.get("hidden_size") is not None and config.get("num_attention_heads") is not None:
+        return size("hidden_size") // size("num_attention_heads"), False  # as transformers
     raise ParameterError("config has no 'head_dim' (nor 'hidden_size' and "
                          "'num_attention_heads'): the rotary width is unknown")
 
@@ -80,6 +92,9 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
     if not isinstance(config, Mapping):
         raise ParameterError(f"config must be a dict (a transformers config.json), got "
                              f"{type(config).__name__}")
+    params.mapping("config", config)
+    for key in ("rope_parameters", "rope_scaling"):
+        params.mapping(key, config.get(key), optional=True)
     model_type = config.get("model_type")
     if "text_config" in config and not any(k in config for k in ("rope_parameters",
                                                                  "rope_scaling", "rope_theta")):
@@ -111,8 +126,8 @@ def rope_layers(config: Mapping[str, Any]) -> dict[str, RopeLayer]:
 
 def _layer_head_dim(layer_type: str, config: Mapping[str, Any], head_dim: int) -> int:
     """Gemma 4's full-attention layers have their own, wider heads (``global_head_dim``)."""
-    if layer_type == "full_attention" and config.get("global_head_dim"):
-        return int(config["global_head_dim"])
+    if layer_type == "full_attention" and config.get("global_head_dim") is not None:
+        return params.count("global_head_dim", config["global_head_dim"])
     return head_dim
 
 
@@ -131,6 +146,8 @@ def _layer(layer_type: str, scaling: dict[str, Any], config: Mapping[str, Any], 
         # Phi-3.5's config.json keeps it beside rope_scaling, where Phi3Config reads it
         scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
     max_positions = config.get("max_position_embeddings")
+    if max_positions is not None:
+        max_positions = params.count("max_position_embeddings", max_positions)
     if max_positions is not None and "max_position_embeddings" not in scaling:
         scaling["max_position_embeddings"] = max_positions
     scaling.setdefault("rope_type", scaling.pop("type", "default"))

@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import params as checks
 from ..errors import ParameterError
-from .transformers import RopeLayer, require_qwen_mrope
+from .transformers import RopeLayer, require_layer, require_qwen_mrope
 
 DIVERGENCES = {
     "dynamic": "vLLM's DynamicNTKScalingRotaryEmbedding fixes the base at the maximum length "
@@ -35,6 +36,7 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 def to_vllm(layer: RopeLayer) -> dict[str, Any]:
     """Keyword arguments of vLLM's ``get_rope`` for ``layer`` (``dtype`` left to the caller)."""
+    require_layer(layer)
     require_qwen_mrope(layer, "vLLM's get_rope runs (MRotaryEmbedding; its XDRotaryEmbedding "
                        "cuts xdrope_section over the r/2 frequencies, not transformers' doubled "
                        "vector)")
@@ -88,6 +90,8 @@ def to_vllm(layer: RopeLayer) -> dict[str, Any]:
 
 def from_vllm(kwargs: dict[str, Any]) -> dict[str, Any]:
     """A transformers ``rope_parameters`` dict for vLLM ``get_rope`` keyword arguments."""
+    checks.mapping("kwargs", kwargs)
+    checks.mapping("rope_parameters", kwargs.get("rope_parameters"), optional=True)
     params = dict(kwargs.get("rope_parameters") or {})
     if params.get("rope_type") == "ntk":
         raise ParameterError("vLLM's rope_type 'ntk' (fixed NTK, or mixed NTK with mixed_b) has "

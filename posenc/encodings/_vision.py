@@ -10,14 +10,14 @@ from ..errors import ParameterError
 
 # The message of a positions array that is not [seq, 2] (checked with the declared inputs)
 GRID_SHAPE = ("positions has shape {shape}: it must be [seq, 2] = {expected} (row, column) "
-              "coordinates")
+              "coordinates, one per token of x")
 
 
 def head_width(x: Any, what: str) -> int:
     """``dim`` of ``x [..., seq, dim]`` (its shape already checked), a multiple of 4."""
     dim = int(x.shape[-1])
-    if dim % 4:
-        raise ParameterError(f"x.shape[-1]={dim} must be a multiple of 4 ({what} splits each "
+    if dim % 4 or dim < 4:
+        raise ParameterError(f"x.shape[-1]={dim} must be a positive multiple of 4 ({what} splits each "
                              "half of the head between two axes)")
     return dim
 

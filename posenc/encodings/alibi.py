@@ -28,7 +28,7 @@ def _slope_values(num_heads: int, max_bias: float) -> list[float]:
 
 
 def _check_static(num_heads: Any, max_bias: Any) -> tuple[int, float]:
-    num_heads = params.integer("num_heads", num_heads, minimum=1)
+    num_heads = params.width("num_heads", num_heads)
     max_bias = params.positive("max_bias", max_bias)
     return num_heads, max_bias
 
@@ -79,9 +79,10 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
     num_heads, max_bias = _check_static(num_heads, max_bias)
     q_len, k_len = params.query_lengths(q_len, k_len)
     params.choice("form", form, FORMS)
+    params.bias_entries(num_heads, 1 if form == "key_only" else q_len, k_len)
     values = _slope_values(num_heads, max_bias)
     if head_dim is not None:  # Falcon: (q kᵀ + B) / sqrt(d) = q kᵀ / sqrt(d) + B / sqrt(d)
-        root = math.sqrt(params.integer("head_dim", head_dim, minimum=1))
+        root = math.sqrt(params.width("head_dim", head_dim))
         values = [m / root for m in values]
     xp = array_api.namespace_of_dtype(dtype)
     out = array_api.output_dtype(xp, dtype)

@@ -99,6 +99,9 @@ def axial_rope(
     dims = _axes_dims(axes_dims, dim, n_axes)
     inv_freq, axis = axis_frequencies(dims, base)
     rd, n = sum(dims), sum(dims) // 2
+    if n == 0:
+        raise ParameterError(f"x has shape {tuple(x.shape)} and axes_dims={list(dims)}: no pair "
+                             "of features to rotate")
     compute = array_api.compute_dtype(xp, x.dtype)
     array_api.check_positions_dtype(xp, positions)
     array_api.assert_position_range(xp, positions, compute=compute)

@@ -39,7 +39,7 @@ def cope(q: Any, k: Any, pos_emb: Any, key_mask: Any = None, *, npos_max: int,
     Computed in float32 (float64 for float64 inputs), the cumulative sum included.
     """
     xp = array_api.namespace(q=q, k=k, pos_emb=pos_emb, key_mask=key_mask)
-    npos_max = params.integer("npos_max", npos_max, minimum=1)
+    npos_max = params.size("npos_max", npos_max, minimum=1)
     causal = params.flag("causal", causal)
     _validate(xp, q, k, pos_emb, npos_max)
     s = params.default_scale(scale, tuple(q.shape))

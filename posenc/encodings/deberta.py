@@ -256,9 +256,9 @@ def deberta_scores(q: Any, k: Any, rel_k: Any = None, rel_q: Any = None, *,
     """
     xp = array_api.namespace(q=q, k=k, rel_k=rel_k, rel_q=rel_q)
     arrays = {n: a for n, a in (("q", q), ("k", k), ("rel_k", rel_k), ("rel_q", rel_q))
-              if a is not None}
+              if a is not None or n in ("q", "k")}
     _SCORE_INPUTS.check(xp, **arrays)
-    position_buckets = operator.index(params.integer("position_buckets", position_buckets))
+    position_buckets = operator.index(params.size("position_buckets", position_buckets, minimum=None))
     bucketed = position_buckets > 0
     if bucketed:
         mid, max_relative_positions = _config("position_buckets", position_buckets,

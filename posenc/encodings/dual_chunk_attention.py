@@ -15,8 +15,8 @@ __all__ = ["dual_chunk_attention"]
 
 
 def _sizes(chunk_size: Any, local_size: Any) -> tuple[int, int]:
-    chunk_size = params.integer("chunk_size", chunk_size, minimum=2)
-    local_size = params.integer("local_size", local_size, minimum=0)
+    chunk_size = params.size("chunk_size", chunk_size, minimum=2)
+    local_size = params.size("local_size", local_size, minimum=0)
     if local_size >= chunk_size:
         raise ParameterError(
             f"local_size={local_size} must be < chunk_size={chunk_size}: the chunk length "
@@ -64,6 +64,8 @@ def dual_chunk_attention(
     xp = array_api.namespace(q=q, k=k, positions=positions)
     chunk_size, local_size = _sizes(chunk_size, local_size)
     critical = params.flag("critical", critical)
+    if positions is not None and not hasattr(positions, "dtype"):  # a list, as rope takes
+        positions = array_api.asarray(xp, positions, device=array_api.device_of(q))
     _check(xp, q, k, positions)
     if positions is None:
         device = array_api.device_of(q)

@@ -33,13 +33,14 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     """
     xp = array_api.namespace(w1=w1, b1=b1, w2=w2, b2=b2)
     q_len, k_len = params.query_lengths(q_len, k_len)
-    c = params.positive("c", c)
-    threshold = params.positive("threshold", threshold)
+    c = params.float32_range("c", params.positive("c", c))
+    threshold = params.float32_range("threshold", params.positive("threshold", threshold))
     if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < float("inf"):
         raise ParameterError(f"eps={eps!r} must be a finite number >= 0")
     named = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
     sizes = _INPUTS.check(xp, **named)
     heads = sizes["heads"]
+    params.bias_entries(int(heads), q_len, k_len)
     compute = array_api.compute_dtype(xp, w1.dtype)
     device = array_api.device_of(w1)
 

@@ -74,9 +74,9 @@ def floater(
     """
     arrays = {"p0": p0, "w1": w1, "b1": b1, "w2": w2, "b2": b2}
     xp = array_api.namespace(**arrays)
-    length = params.integer("length", length, minimum=1)
+    length = params.size("length", length, minimum=1)
     dt = params.positive("dt", dt)
-    steps = params.integer("steps", steps, minimum=1)
+    steps = params.width("steps", steps)
     d, hidden = _check_inputs(xp, arrays)
     dtype = p0.dtype
     compute = array_api.compute_dtype(xp, dtype)
@@ -103,7 +103,13 @@ def floater(
             p = p + (s / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
             n += 1
         rows.append(p)
-    return xp.astype(xp.concat(rows, axis=0), dtype, copy=False)
+    table = xp.concat(rows, axis=0)
+    if not array_api.is_traced(table) and not bool(xp.all(xp.isfinite(table))) and all(
+            bool(xp.all(xp.isfinite(a))) for a in (p0, w1, b1, w2, b2)):
+        raise ParameterError(f"dt={dt!r} (steps={steps}) makes the ODE overflow: the positions "
+                             f"leave the range of {array_api.dtype_name(compute)} before "
+                             f"position {length - 1}; take a smaller dt")
+    return xp.astype(table, dtype, copy=False)
 
 
 LAYERS = (Layer(

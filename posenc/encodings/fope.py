@@ -28,7 +28,7 @@ def kept_frequencies(dim: int, base: float, max_position_embeddings: int,
 
 
 def _check_coefficients(xp: Any, x: Any, heads: int, cos_coef: Any, sin_coef: Any,
-                        kept: int, ladder: str) -> int:
+                        kept: int, ladder: str, kept_by: str = "") -> int:
     """The number of coefficient heads (1 when shared), after the shapes are checked; ``heads``:
     the head count of ``x`` (1 without a heads axis)."""
     for name, coef in (("cos_coef", cos_coef), ("sin_coef", sin_coef)):
@@ -40,7 +40,7 @@ def _check_coefficients(xp: Any, x: Any, heads: int, cos_coef: Any, sin_coef: An
             raise ParameterError(
                 f"{name} has shape {shape}: it must be [kv_heads, {kept}, {kept}] or "
                 f"[{kept}, {kept}], one row and one column per kept frequency ({kept} of "
-                f"{ladder})")
+                f"{ladder}){kept_by}")
     if tuple(cos_coef.shape) != tuple(sin_coef.shape):
         raise ParameterError(f"cos_coef has shape {tuple(cos_coef.shape)} but sin_coef "
                              f"{tuple(sin_coef.shape)}: they must match")
@@ -57,7 +57,7 @@ def _check_coefficients(xp: Any, x: Any, heads: int, cos_coef: Any, sin_coef: An
 def _num_inv_freq(value: Any, ladder: int, partial: bool) -> int | None:
     if value is None:
         return None
-    value = params.integer("num_inv_freq", value, minimum=0)
+    value = params.width("num_inv_freq", value, minimum=0)
     if value > ladder // 2:
         width = "rotary_dim" if partial else "x.shape[-1]"
         raise ParameterError(f"num_inv_freq={value} exceeds {width} / 2 = {ladder // 2}, the "
@@ -68,7 +68,7 @@ def _num_inv_freq(value: Any, ladder: int, partial: bool) -> int | None:
 def _rotary_dim(value: Any, dim: int) -> int:
     if value is None:
         return dim
-    value = params.integer("rotary_dim", value, minimum=2)
+    value = params.width("rotary_dim", value, minimum=2)
     if value % 2 or value > dim:
         raise ParameterError(f"rotary_dim={value} must be even and <= x.shape[-1]={dim}")
     return value
@@ -97,7 +97,7 @@ def fope(
     """
     xp = array_api.namespace(x=x, cos_coef=cos_coef, sin_coef=sin_coef, positions=positions)
     base = params.base(base)
-    max_position_embeddings = params.integer("max_position_embeddings",
+    max_position_embeddings = params.size("max_position_embeddings",
                                              max_position_embeddings, minimum=1)
     device, positions = rotary.array_inputs(xp, x, positions)
     seq, dim = rotary.check_shapes(x, positions)
@@ -112,13 +112,18 @@ def fope(
     has_heads = x.ndim >= (4 if batched else 3)  # x[b, ..., s, :] for positions [batch, seq]
     heads = operator.index(x.shape[-3]) if has_heads else 1
     width = "rotary_dim" if ladder != dim else "x.shape[-1]"
-    groups = _check_coefficients(xp, x, heads, cos_coef, sin_coef, kept,
-                                 f"{width} / 2 = {ladder // 2}")
+    groups = _check_coefficients(
+        xp, x, heads, cos_coef, sin_coef, kept,
+        f"{width} / 2 = {ladder // 2}",
+        f"; kept by base={base!r}, max_position_embeddings={max_position_embeddings}, "
+        f"num_inv_freq={num_inv_freq!r} and rotary_dim={rotary_dim!r}")
     compute = array_api.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
     else:
-        array_api.check_positions_dtype(xp, positions)
+        if not xp.isdtype(positions.dtype, "integral"):  # vLLM's positions: token indices
+            raise ParameterError(f"positions must have an integer dtype, got "
+                                 f"{array_api.dtype_name(positions.dtype)}")
         array_api.assert_position_range(xp, positions, compute=compute)
     integral = xp.isdtype(positions.dtype, "integral")
     p = xp.astype(positions, compute)[..., None]

@@ -38,6 +38,7 @@ __all__ = ["ggml_rope"]
 
 MODES = ("normal", "neox", "mrope", "imrope", "vision")
 MULTI = ("mrope", "imrope", "vision")
+INT32 = 2**31  # positions lie in [-2**31, 2**31): ggml's int32
 
 
 def _f32(x: float) -> float:
@@ -51,12 +52,25 @@ def _f32(x: float) -> float:
 
 
 
-def _number(name: str, value: Any) -> float:
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _number(name: str, value: Any, *, positive: bool = False) -> float:
+    """A float32 parameter of ggml: a finite number within float32's range (``positive``:
+    > 0, and not rounding to 0 in float32)."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ParameterError(f"{name} must be a number, got {value!r}")
     value = float(value)  # a concrete float (pins a symbolic one under torch.compile)
+    # plain Python comparisons (torch.compile traces NumPy scalars): float32 rounds 2**-150
+    # and below to 0
+    if positive and not (2.0**-150 < value < math.inf):
+        raise ParameterError(f"{name}={value!r} must be a finite number > 0 (> 0 in float32 "
+                             "too: ggml's rope parameters are float32)")
     if not -math.inf < value < math.inf:
         raise ParameterError(f"{name}={value!r} must be finite")
+    if abs(value) > FLOAT32_MAX:
+        raise ParameterError(f"{name}={value!r} is beyond float32's range (ggml's rope "
+                             "parameters are float32)")
     return value
 
 
@@ -127,12 +141,23 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     extra attention factor ``1 + 0.1 ln(1/freq_scale)``).
     """
     xp = array_api.namespace(x=x, positions=positions)
+    if positions is None:
+        raise ParameterError("positions must be given: ggml's rope takes one position per "
+                             "token ([seq] ints; [4, seq] for mrope, imrope, vision)")
+    if not hasattr(x, "dtype"):
+        raise ParameterError(f"x must be an array, got {type(x).__name__} (the "
+                             "posenc.backends.<framework> functions convert lists)")
     array_api.check_floating(xp, "x", x)
     params.choice("mode", mode, MODES)
     if x.ndim < 2:
         raise ParameterError(f"x must be [..., seq, dim], got shape {tuple(x.shape)}")
     seq, dim = int(x.shape[-2]), int(x.shape[-1])
-    if n_dims is None:
+    if n_dims is None:  # the whole head: an error names x's width, which set it
+        if dim < 2 or (dim % 2 and mode != "vision"):
+            raise ParameterError(
+                f"x has shape {tuple(x.shape)}: its width dim={dim} "
+                + ("leaves no pair to rotate" if dim < 2 else "is odd: rope rotates pairs of "
+                   "features (give n_dims for a partial rotary)"))
         n_dims = dim // 2 if mode == "vision" else dim
     n_dims = params.integer("n_dims", n_dims, minimum=2)
     if n_dims % 2 and mode != "vision":
@@ -141,35 +166,42 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         raise ParameterError(f"mode='vision' needs n_dims = dim / 2 = {dim / 2:g}, got {n_dims}")
     if n_dims > dim:
         raise ParameterError(f"n_dims={n_dims} exceeds the head width dim={dim}")
-    freq_base = float(params.positive("freq_base", freq_base))
-    freq_scale = float(params.positive("freq_scale", freq_scale))
+    freq_base = _number("freq_base", freq_base, positive=True)
+    freq_scale = _number("freq_scale", freq_scale, positive=True)
     ext_factor = _number("ext_factor", ext_factor)
     attn_factor = _number("attn_factor", attn_factor)
     beta_fast = _number("beta_fast", beta_fast)
     beta_slow = _number("beta_slow", beta_slow)
-    n_ctx_orig = params.integer("n_ctx_orig", n_ctx_orig, minimum=0)
+    n_ctx_orig = params.size("n_ctx_orig", n_ctx_orig, minimum=0)
     if ext_factor != 0 and n_ctx_orig < 1:
         raise ParameterError(f"ext_factor={ext_factor!r} (YaRN) needs n_ctx_orig >= 1, "
                              f"got {n_ctx_orig}")
+    if ext_factor != 0 and _f32(freq_base) == 1:
+        raise ParameterError(f"freq_base={freq_base!r} with ext_factor={ext_factor!r} (YaRN): "
+                             "the correction dims divide by ln(freq_base) = 0")
     secs = _sections(mode, sections)
     n_pairs = n_dims if mode == "vision" else n_dims // 2
     if freq_factors is not None:
         if not isinstance(freq_factors, list | tuple | np.ndarray) or len(freq_factors) != n_pairs:
             raise ParameterError(f"freq_factors must be a list of {n_pairs} numbers (one per "
                                  f"rotated pair), got {freq_factors!r}")
-        factors = [_f32(params.positive(f"freq_factors[{i}]", v))
+        factors = [_f32(_number(f"freq_factors[{i}]", v, positive=True))
                    for i, v in enumerate(freq_factors)]
     else:
         factors = [1.0] * n_pairs
 
     if not hasattr(positions, "dtype"):
         positions = array_api.asarray(xp, positions, device=array_api.device_of(x))
-    array_api.check_positions_dtype(xp, positions)
+    if not xp.isdtype(positions.dtype, "integral"):  # ggml's positions are an int32 tensor
+        raise ParameterError(f"positions must have an integer dtype (ggml's positions are "
+                             f"int32), got {array_api.dtype_name(positions.dtype)}")
     expected = (seq,) if secs is None else (4, seq)
     if tuple(positions.shape) != expected:
         raise ParameterError(f"positions has shape {tuple(positions.shape)}, expected "
                              f"{list(expected)} for mode={mode!r} and x of shape "
                              f"{tuple(x.shape)}")
+    array_api.assert_position_range(xp, positions, compute=xp.float64, low=-INT32,
+                                    high=INT32)
 
     # host side, float32 as ggml-cpu: the ladder factors, the ramp, the attention factor
     theta_scale = _f32(math.pow(_f32(freq_base), _f32(-2.0 / n_dims)))

@@ -39,6 +39,7 @@ def kerple(q_len: int, k_len: int, r1: Any, r2: Any, *, form: str = "log") -> An
     q_len, k_len = params.query_lengths(q_len, k_len)
     _INPUTS.check(xp, r1=r1, r2=r2)
     heads = int(r1.shape[0])
+    params.bias_entries(heads, q_len, k_len)
     compute = array_api.compute_dtype(xp, r1.dtype)
     a, b = xp.astype(r1, compute), xp.astype(r2, compute)
     # finite and > 0 (NaN fails both comparisons); the power kernel is CPD only for r2 <= 2

@@ -36,6 +36,8 @@ def _text_config(config: Any) -> Mapping[str, Any]:
         raise ParameterError(f"config={config!r} must be a dict (a transformers config's "
                              "to_dict())")
     model = _required(config, "model_type", "layer")
+    if not isinstance(model, str):
+        raise ParameterError(f"config['model_type']={model!r} must be a string")
     if model in ("gemma3", "gemma4", "llama4") and "text_config" in config:
         text = config["text_config"]
         if not isinstance(text, Mapping):
@@ -82,6 +84,9 @@ def _rope_dict(key: str, value: Any, theta: float) -> dict[str, Any]:
     theta = rope["rope_theta"]
     if isinstance(theta, bool) or not isinstance(theta, int | float) or theta <= 1:
         raise ParameterError(f"config[{key!r}]['rope_theta']={theta!r} must be a number > 1")
+    factor = rope.get("factor")
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, int | float)):
+        raise ParameterError(f"config[{key!r}]['factor']={factor!r} must be a number")
     return rope
 
 
@@ -200,7 +205,14 @@ _RULES = {"gemma3_text": _gemma3, "gemma4_text": _gemma4, "cohere2": _cohere2, "
 
 
 def _layers(config: Any) -> list[tuple[dict[str, Any] | None, bool]]:
+    params.mapping("config", config)  # a NaN or an infinity anywhere is refused, by key
     text = _text_config(config)
+    for key in ("rope_scaling", "rope_parameters"):
+        if text.get(key) and not isinstance(text[key], Mapping):
+            raise ParameterError(f"config[{key!r}]={text[key]!r} must be a dict")
+    if not isinstance(text["model_type"], str):
+        raise ParameterError(f"config['text_config']['model_type']={text['model_type']!r} must "
+                             "be a string")
     if text["model_type"] not in _RULES:
         raise ParameterError(f"config['text_config']['model_type']={text['model_type']!r} has "
                              f"no layer schedule (known: {', '.join(sorted(_RULES))})")

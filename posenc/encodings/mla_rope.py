@@ -36,6 +36,9 @@ def softmax_scale(qk_head_dim: int, scaling: Mapping[str, Any] | None) -> float:
 
 
 def _check(q: Any, k_rot: Any) -> tuple[int, int]:
+    for name, a in (("q", q), ("k_rot", k_rot)):
+        if not (hasattr(a, "shape") and hasattr(a, "dtype")):
+            raise ParameterError(f"{name} must be an array, got {type(a).__name__}")
     if q.ndim < 2 or k_rot.ndim < 2:
         raise ParameterError(f"q and k_rot must have shape [..., seq, dim], got shapes "
                              f"{tuple(q.shape)} and {tuple(k_rot.shape)}")
@@ -74,11 +77,16 @@ def mla_rope(
     array_api.check_floating(xp, "k_rot", k_rot)
     nope = dim - r
 
-    def rotated(x: Any) -> Any:
+    def rotated(x: Any, name: str) -> Any:
         if layout == "deinterleave":  # the checkpoint's (2j, 2j+1) pairs to (j, j + r/2)
             x = xp.concat([x[..., 0::2], x[..., 1::2]], axis=-1)
-        return rope(x, positions, base=base, scaling=scaling,
-                    layout="interleaved" if layout == "interleaved" else "half")
+        try:
+            return rope(x, positions, base=base, scaling=scaling,
+                        layout="interleaved" if layout == "interleaved" else "half")
+        except ParameterError as exc:  # rope's x is this slice
+            if "positions" in str(exc) and " x " in f" {exc} ":
+                raise ParameterError(f"{name} (rope's x below): {exc}") from None
+            raise
 
-    q_embed = xp.concat([q[..., :nope], rotated(q[..., nope:])], axis=-1)
-    return q_embed, rotated(k_rot), softmax_scale(dim, scaling)
+    q_embed = xp.concat([q[..., :nope], rotated(q[..., nope:], "q's rope slice")], axis=-1)
+    return q_embed, rotated(k_rot, "k_rot"), softmax_scale(dim, scaling)

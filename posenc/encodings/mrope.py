@@ -25,6 +25,7 @@ def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: f
     each pair's first and second feature."""
     name = schedule_type(scaling)
     ordering = orderings.resolve(ordering, interleaved, scaling)
+    from_config = None
     if scaling is not None:
         from_config = orderings.config_sections(scaling)
         if sections is None:
@@ -46,9 +47,17 @@ def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: f
                              "length (dynamic NTK; Hunyuan's fixed NTK-alpha needs a nonzero "
                              "'alpha'), which mrope does not take: resolve the frequencies with "
                              "rope_frequencies(seq_len=...) and pass a fixed schedule")
-    sched = schedule(dim, base=base, scaling=scaling)
-    sections = orderings.sections_of(sections)
-    axis_a, axis_b = orderings.feature_axes(ordering, sections, sched.rotary_dim // 2)
+    if scaling is None or "partial_rotary_factor" not in scaling:
+        rotary.rotary_width(dim, None)  # an error names x's width, which sets the head
+    sched = schedule(rotary.head_width(dim), base=base, scaling=scaling)
+    configured = from_config is not None and sections is from_config
+    try:
+        sections = orderings.sections_of(sections)
+        axis_a, axis_b = orderings.feature_axes(ordering, sections, sched.rotary_dim // 2)
+    except ParameterError as exc:
+        if configured:
+            raise ParameterError(f"scaling['mrope_section']: {exc}") from None
+        raise
     return sched, ordering, sections, axis_a, axis_b
 
 

@@ -52,6 +52,45 @@ def check_seconds(seconds: np.ndarray | None) -> None:
         raise ParameterError(f"second_per_grid_ts[{i}]={float(flat[i])!r} must be a finite "
                              "number >= 0 (seconds per temporal grid step of a video)")
 
+
+def check_grids(grids: dict[str, Any]) -> None:
+    """Every grid row (t, h, w) is positive: a negative h and w multiply to a plausible token
+    count and give ids that run backwards."""
+    for name, grid in grids.items():
+        rows = None if grid is None else host(grid)
+        if rows is None or not rows.size:
+            continue
+        bad = np.flatnonzero((rows < 1).any(axis=-1))
+        if bad.size:
+            i = int(bad[0])
+            raise ParameterError(f"{name}[{i}]={rows[i].tolist()} must be positive (t, h, w)")
+
+
+ID_LIMIT = 2**31  # position ids are int32 in the engines (and in JAX without x64)
+
+
+def check_temporal_range(video_grid_thw: Any, seconds: np.ndarray | None,
+                         tokens_per_second: float | None, omni: Omni | None) -> None:
+    """A video's last temporal id, (t - 1) · tokens_per_second · second_per_grid_ts (or
+    · position_id_per_seconds), stays below 2**31: past it the float32 id has no integer."""
+    rows = None if video_grid_thw is None else host(video_grid_thw)
+    if rows is None or not rows.size:
+        return
+    rate = (omni.position_id_per_seconds if omni is not None else tokens_per_second)
+    if rate is None:
+        return
+    per_video = (np.ones(len(rows)) if seconds is None
+                 else np.asarray(seconds, np.float64).reshape(-1))
+    rate_name = "position_id_per_seconds" if omni is not None else "tokens_per_second"
+    for i, (t, second) in enumerate(zip(rows[:, 0].tolist(), per_video.tolist(), strict=False)):
+        last = (t - 1) * float(rate) * second
+        if last >= ID_LIMIT:
+            what = "" if seconds is None else f" · second_per_grid_ts[{i}]={second:.6g}"
+            raise ParameterError(f"video_grid_thw[{i}] t={t}: (t - 1) · {rate_name}={rate!r}"
+                                 f"{what} puts the last temporal id of video {i} at {last:g}, "
+                                 f"past 2**31 = {ID_LIMIT}")
+
+
 def chunk_bounds(values: np.ndarray, per_chunk: int) -> np.ndarray:
     """Where transformers' get_chunked_index starts a new chunk in nondecreasing ``values``
     (relative to the clip's start): boundary k is the first token after boundary k - 1 whose
@@ -155,7 +194,8 @@ def check_groups(types: np.ndarray, mask: np.ndarray | None, grids: dict[int, An
             if count != expected:
                 raise ParameterError(
                     f"{names[kind]}[{used[kind] - 1}]={[t, h, w]} gives t·(h/{merge})·(w/{merge}) "
-                    f"= {expected} tokens but its group in batch row {b} has {count}")
+                    f"= {expected} tokens but its group in batch row {b} has {count} "
+                    f"(spatial_merge_size={merge})")
             second = 1.0
             if kind == VIDEO and per_video:
                 second = per_video[used[VIDEO] - 1]
@@ -186,7 +226,8 @@ def _check_clip(group: np.ndarray, b: int, audio_len: int, index: int, grid: lis
         raise ParameterError(
             f"token_types of the video clip in batch row {b} (use_audio_in_video) are "
             f"{group.tolist()}, not the TMRoPE layout {expected.tolist()} ({order}, "
-            f"{omni.per_chunk} temporal ids a chunk)")
+            f"{omni.per_chunk} temporal ids a chunk: int(position_id_per_seconds · "
+            "seconds_per_chunk))")
 
 
 def _check_clip_ends(groups: list[np.ndarray], g: int, b: int) -> None:

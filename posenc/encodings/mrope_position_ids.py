@@ -12,7 +12,15 @@ import numpy as np
 
 from .. import array_api, params
 from ..errors import ParameterError
-from .mrope_groups import AUDIO, Omni, check_groups, check_seconds, host
+from .mrope_groups import (
+    AUDIO,
+    Omni,
+    check_grids,
+    check_groups,
+    check_seconds,
+    check_temporal_range,
+    host,
+)
 
 __all__ = ["mrope_position_ids"]
 
@@ -52,8 +60,8 @@ def _check_params(tokens_per_second: float | None, split_video_frames: bool, adv
     params.choice("advance", advance, ADVANCES)
     params.choice("chunk_order", chunk_order, CHUNK_ORDERS)
     params.choice("omni_model", omni_model, OMNI_MODELS)
-    if tokens_per_second is not None and (isinstance(tokens_per_second, bool) or not isinstance(
-            tokens_per_second, int | float) or tokens_per_second <= 0):
+    if tokens_per_second is not None and params.number("tokens_per_second",
+                                                       tokens_per_second) <= 0:
         raise ParameterError(f"tokens_per_second={tokens_per_second!r} must be a positive number")
     if not isinstance(split_video_frames, bool):
         raise ParameterError(f"split_video_frames={split_video_frames!r} must be True or False")
@@ -75,7 +83,12 @@ def _check_params(tokens_per_second: float | None, split_video_frames: bool, adv
             raise ParameterError(f"{name}={value!r} with position_id_per_seconds="
                                  f"{position_id_per_seconds!r}: Qwen2.5-Omni times videos by "
                                  "position_id_per_seconds and resumes after the largest id")
-    per_chunk = int(pps * params.positive("seconds_per_chunk", seconds_per_chunk))
+    chunk = pps * params.positive("seconds_per_chunk", seconds_per_chunk)
+    if chunk >= 2**31:
+        raise ParameterError(f"seconds_per_chunk={seconds_per_chunk!r} with position_id_per_seconds"
+                             f"={position_id_per_seconds!r} gives {chunk:g} temporal ids a chunk, "
+                             "past 2**31")
+    per_chunk = int(chunk)
     if per_chunk < 1:
         raise ParameterError(f"seconds_per_chunk={seconds_per_chunk!r} gives "
                              f"int(position_id_per_seconds · seconds_per_chunk) = {per_chunk} "
@@ -130,6 +143,14 @@ def mrope_position_ids(
     xp = array_api.namespace(token_types=token_types, image_grid_thw=image_grid_thw,
                        video_grid_thw=video_grid_thw, second_per_grid_ts=second_per_grid_ts,
                        attention_mask=attention_mask, audio_lengths=audio_lengths)
+    arrays = {"token_types": token_types, "image_grid_thw": image_grid_thw,
+              "video_grid_thw": video_grid_thw, "second_per_grid_ts": second_per_grid_ts,
+              "attention_mask": attention_mask, "audio_lengths": audio_lengths}
+    for name, value in arrays.items():
+        if (value is not None or name == "token_types") \
+                and not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            raise ParameterError(f"{name} must be an array, got {type(value).__name__} (the "
+                                 "posenc.backends.<framework> functions convert lists)")
     merge = params.count("spatial_merge_size", spatial_merge_size)
     omni = _check_params(tokens_per_second, split_video_frames, advance, position_id_per_seconds,
                          use_audio_in_video, seconds_per_chunk, chunk_order, omni_model)
@@ -140,6 +161,27 @@ def mrope_position_ids(
         raise ParameterError(f"token_types must be integers (0 text, 1 image, 2 video, 3 audio), "
                              f"got dtype {token_types.dtype}")
     batch, seq = int(token_types.shape[0]), int(token_types.shape[1])
+    if not xp.isdtype(token_types.dtype, "signed integer"):  # kinds 0-3; the ids need -1
+        token_types = xp.astype(token_types, xp.int32)
+    token_types = array_api.at_least_int32(xp, token_types)
+    if batch * seq == 0:
+        raise ParameterError(f"token_types has shape {(batch, seq)}: no tokens to give ids")
+    for name in ("image_grid_thw", "video_grid_thw", "audio_lengths", "attention_mask"):
+        kinds = ("integral", "bool") if name == "attention_mask" else "integral"
+        if arrays[name] is not None and not xp.isdtype(arrays[name].dtype, kinds):
+            raise ParameterError(f"{name} must have an integer dtype, got "
+                                 f"{array_api.dtype_name(arrays[name].dtype)}")
+    if second_per_grid_ts is not None:
+        videos = (None if video_grid_thw is None or video_grid_thw.ndim != 2
+                  else int(video_grid_thw.shape[0]))
+        if tuple(second_per_grid_ts.shape) != (videos,):
+            raise ParameterError(
+                f"second_per_grid_ts has shape {tuple(second_per_grid_ts.shape)} but "
+                + ("there is no video_grid_thw" if videos is None
+                   else f"video_grid_thw has {videos} rows") + ": one entry per video")
+        if not xp.isdtype(second_per_grid_ts.dtype, ("real floating", "integral")):
+            raise ParameterError(f"second_per_grid_ts must hold real numbers, got "
+                                 f"{array_api.dtype_name(second_per_grid_ts.dtype)}")
     for name, grid in (("image_grid_thw", image_grid_thw), ("video_grid_thw", video_grid_thw)):
         if grid is not None and (grid.ndim != 2 or int(grid.shape[1]) != 3):
             raise ParameterError(f"{name} must be [n, 3] (t, h, w) rows, got shape "
@@ -167,6 +209,8 @@ def mrope_position_ids(
         seconds = (None if second_per_grid_ts is None  # bfloat16 has no NumPy view
                    else host(xp.astype(second_per_grid_ts, xp.float32)))
         check_seconds(seconds)
+        check_grids({"image_grid_thw": image_grid_thw, "video_grid_thw": video_grid_thw})
+        check_temporal_range(video_grid_thw, seconds, tokens_per_second, omni)
         check_groups(host_types, mask, {1: image_grid_thw, 2: videos}, merge,
                      audio_lengths if omni else None, seconds, omni)
 
@@ -177,7 +221,8 @@ def mrope_position_ids(
         return array_api.asarray(xp, [0] * n, dtype=index, device=device)
     types = xp.reshape(token_types, (batch * seq,))
     valid = (xp.ones_like(types) if attention_mask is None
-             else xp.astype(xp.reshape(attention_mask, (batch * seq,)) != 0, index))
+             else xp.astype(xp.astype(xp.reshape(attention_mask, (batch * seq,)), index) != 0,
+                            index))
     # a clip's audio groups with its video: one group of class video
     cls = (xp.where(types == AUDIO, xp.full_like(types, 2), types)
            if omni is not None and omni.use_audio_in_video else types)

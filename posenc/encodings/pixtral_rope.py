@@ -48,7 +48,7 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
         if max_width is None:
             raise ParameterError("positions are flat ids [seq]: pass max_width (the model's "
                                  "max_patches_per_side) to split them into (row, column)")
-        width = params.count("max_width", max_width)
+        width = params.size("max_width", max_width, minimum=1)
         positions = xp.stack([xp.floor_divide(positions, width), xp.remainder(positions, width)],
                              axis=1)
     compute = array_api.compute_dtype(xp, x.dtype)

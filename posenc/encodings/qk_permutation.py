@@ -26,17 +26,32 @@ def qk_permutation_indices(features: int, *, n_heads: int, to: str = "half",
                            rope_slice: str = "first") -> list[int]:
     """For each result row, the source row (``out[k] = w[index[k]]``) of a feature axis of
     ``features = n_heads * head_dim`` rows; see :func:`permute_qk`."""
+    features = params.width("features", features, minimum=0)
+    return _indices(features, f"features={features}", n_heads=n_heads, to=to,
+                    rotary_dim=rotary_dim, rope_slice=rope_slice)
+
+
+def _indices(features: int, rows: str, *, n_heads: int, to: str, rotary_dim: int | None,
+             rope_slice: str) -> list[int]:
+    """:func:`qk_permutation_indices`; ``rows`` names what the caller passed for the feature
+    axis (``features=5``, ``w.shape[0]=5``), which the errors about head_dim quote."""
     n_heads = params.integer("n_heads", n_heads, minimum=1)
     params.choice("to", to, LAYOUTS)
     params.choice("rope_slice", rope_slice, SLICES)
     if features % n_heads:
         raise ParameterError(
             f"n_heads={n_heads} does not divide the feature axis ({features} rows): "
-            "head_dim would not be an integer")
+            f"head_dim would not be an integer ({rows})")
     head_dim = features // n_heads
-    if rotary_dim is None:
+    if rotary_dim is None:  # the whole head: an error names what gave its width
+        if head_dim < 2 or head_dim % 2:
+            raise ParameterError(
+                f"{rows} over n_heads={n_heads} gives head_dim={head_dim}, "
+                + ("which has no pair of rows to rotate" if head_dim < 2 else
+                   "which is odd: rope rotates pairs of rows (give rotary_dim for a partial "
+                   "rotary)"))
         rotary_dim = head_dim
-    rotary_dim = params.integer("rotary_dim", rotary_dim, minimum=2)
+    rotary_dim = params.width("rotary_dim", rotary_dim, minimum=2)
     if rotary_dim % 2:
         raise ParameterError(f"rotary_dim={rotary_dim} is odd: rope rotates pairs of rows")
     if rotary_dim > head_dim:
@@ -81,7 +96,7 @@ def permute_qk(w: Any, *, n_heads: int, to: str = "half", rotary_dim: int | None
     if not -ndim <= axis < ndim:
         raise ParameterError(f"axis={axis} is out of range for w with {ndim} dims")
     features = int(tuple(w.shape)[axis])
-    index = qk_permutation_indices(features, n_heads=n_heads, to=to, rotary_dim=rotary_dim,
-                                   rope_slice=rope_slice)
+    index = _indices(features, f"w.shape[{axis}]={features}", n_heads=n_heads, to=to,
+                     rotary_dim=rotary_dim, rope_slice=rope_slice)
     index_array = array_api.asarray(xp, index, dtype=xp.int64, device=array_api.device_of(w))
     return xp.take(w, index_array, axis=axis % ndim)

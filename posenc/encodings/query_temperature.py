@@ -43,13 +43,21 @@ def query_temperature(
     see :func:`dual_chunk_attention`.
     """
     xp = array_api.namespace(cache_position=cache_position, position_ids=position_ids)
+    if cache_position is None:
+        raise ParameterError("cache_position must be an array of positions, got None")
     params.choice("form", form, FORMS)
-    floor_scale = params.count("floor_scale", floor_scale)
+    floor_scale = params.size("floor_scale", params.count("floor_scale", floor_scale), minimum=1)
     if isinstance(scale, bool) or not isinstance(scale, int | float):
         raise ParameterError(f"scale={scale!r} must be a number")
-    out = array_api.output_dtype(xp, dtype)
+    scale = params.number("scale", scale)  # and finite
+    out = array_api.output_dtype(xp, dtype, of="cache_position")
     compute = array_api.compute_dtype(xp, out)
     _INPUTS.check(xp, cache_position=cache_position, position_ids=position_ids)
+    # the ids the temperature reads are >= 0 (the spec's convention) and exact integers
+    read = {"llama4": (), "ministral3": ("position_ids",)}.get(form, ())
+    for name, ids in (("cache_position", cache_position), ("position_ids", position_ids)):
+        if ids is not None and (name == "cache_position" or name in read):
+            array_api.assert_position_range(xp, ids, compute=xp.float64, name=name, low=0)
     if form == "dual_chunk":
         return xp.astype(_length_temperature(xp, cache_position, position_ids, floor_scale,
                                              scale, compute), out)
@@ -68,7 +76,7 @@ def _length_temperature(xp: Any, cache_position: Any, position_ids: Any, floor_s
                         scale: float, compute: Any) -> Any:
     shape = tuple(cache_position.shape if position_ids is None else position_ids.shape)
     if cache_position.shape[0] == 0:
-        return xp.ones(shape, dtype=compute)
+        return xp.full(shape, 1.0, dtype=compute)  # (TensorFlow's adapter has no ones)
     length = xp.astype(xp.max(cache_position) + 1, compute)
     temperature = xp.log(length / floor_scale) * scale + 1.0
     temperature = xp.where(temperature > 1.0, temperature, xp.ones_like(temperature))

@@ -41,8 +41,9 @@ def recurrent(p0: Any, transition: Any, *, length: int) -> Any:
     bfloat16/float16/float32 inputs (float64 for float64) and cast back.
     """
     xp = array_api.namespace(p0=p0, transition=transition)
-    length = params.integer("length", length, minimum=1)
+    length = params.size("length", length, minimum=1)
     d = _check_inputs(xp, p0, transition)
+    params.bounded("length", length, length * d, what=f"the [{length}, {d}] table")
     dtype = p0.dtype
     compute = array_api.compute_dtype(xp, dtype)
     table = xp.reshape(xp.astype(p0, compute, copy=False), (1, d))

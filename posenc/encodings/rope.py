@@ -38,7 +38,7 @@ def rope_schedule(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, 
             raise ParameterError(f"rotary_dim={rotary_dim!r}: rope_type='proportional' rotates "
                                  "the whole head (use partial_rotary_factor)")
         return schedule(width, base=base, scaling=scaling, seq_len=seq_len)
-    return schedule(dim, base=base, scaling=scaling, seq_len=seq_len)
+    return schedule(rotary.head_width(dim), base=base, scaling=scaling, seq_len=seq_len)
 
 
 def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any,

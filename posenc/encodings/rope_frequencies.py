@@ -137,6 +137,9 @@ def _check_keys(name: str, scaling: Mapping[str, Any]) -> None:
             f"scaling['partial_rotary_factor']={scaling['partial_rotary_factor']!r} with "
             "rope_type='ntk_alpha': Hunyuan's rotary layer rotates the whole head (transformers "
             "ignores the key there); drop it")
+    for key in ("rope_theta", "partial_rotary_factor"):  # None is no value here (transformers
+        if key in scaling and scaling[key] is None:  # multiplies or divides by it)
+            raise ParameterError(f"scaling[{key!r}]=None must be a number (or leave it out)")
     missing = sorted(required - set(scaling))
     if missing:
         raise ParameterError(f"scaling for rope_type={name!r} is missing {missing[0]!r} "
@@ -203,9 +206,9 @@ def _scaled(values: tuple[float, ...], by: float) -> tuple[float, ...]:
 def schedule(dim: int, *, base: float = 10000.0, scaling: Mapping[str, Any] | None = None,
              seq_len: int | None = None) -> Schedule:
     """Resolve ``scaling`` for a head of ``dim`` features (see :func:`rope_frequencies`)."""
-    dim = params.integer("dim", dim, minimum=2)
+    dim = params.width("dim", dim, minimum=2)
     if seq_len is not None:
-        seq_len = params.integer("seq_len", seq_len, minimum=1)
+        seq_len = params.size("seq_len", seq_len, minimum=1)
     name = schedule_type(scaling)
     scaling = dict(scaling or {})
     _check_keys(name, scaling)

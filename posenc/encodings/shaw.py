@@ -48,9 +48,9 @@ def _arange(xp: ModuleType, n: Any, device: Any) -> Any:
 def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any,
               max_relative_position: Any, scale: Any, mask: Any = None) -> tuple[int, float]:
     """Checks shared by both functions; returns ``(K, scale)``."""
-    K = params.integer("max_relative_position", max_relative_position, minimum=0)
+    K = params.size("max_relative_position", max_relative_position, minimum=0)
     if scale is not None:
-        params.positive("scale", scale)
+        params.float32_range("scale", params.positive("scale", scale))
     rows = 2 * K + 1
     tables = {"table_k": table_k} if table_v is None else {"table_k": table_k,
                                                            "table_v": table_v}

@@ -38,19 +38,17 @@ def sinusoidal(
     angles are computed in float64 for float64 output and float32 otherwise.
     """
     xp = array_api.namespace(positions=positions)
-    dim = params.integer("dim", dim, minimum=1)
+    dim = params.width("dim", dim)
     base = params.base(base)
     params.choice("layout", layout, LAYOUTS)
     if layout == "t2t" and dim < 2:
         raise ParameterError(f"dim={dim} must be >= 2 for layout='t2t'")
     if padding_idx is not None:
-        padding_idx = params.integer("padding_idx", padding_idx)
+        padding_idx = params.size("padding_idx", padding_idx, minimum=-(2**31))
     if not hasattr(positions, "dtype"):
         positions = array_api.asarray(xp, positions, device=device)
     array_api.check_positions_dtype(xp, positions)
-    out_dtype = xp.float32 if dtype is None else dtype
-    if not xp.isdtype(out_dtype, "real floating"):
-        raise ParameterError(f"dtype must be a real floating dtype, got {out_dtype!r}")
+    out_dtype = array_api.output_dtype(xp, dtype, of="positions")
     compute = array_api.compute_dtype(xp, out_dtype)
     array_api.assert_position_range(xp, positions, compute=compute)
 

@@ -31,7 +31,7 @@ _BIAS_INPUTS = validation.Inputs("t5_bias", messages={
 def _config(bidirectional: Any, num_buckets: Any, max_distance: Any) -> tuple[bool, int, int]:
     """Validated ``(bidirectional, buckets_per_side, max_distance)``."""
     bidirectional = params.flag("bidirectional", bidirectional)
-    num_buckets = params.integer("num_buckets", num_buckets)
+    num_buckets = params.size("num_buckets", num_buckets, minimum=None)
     if bidirectional and num_buckets % 2:
         raise ParameterError(
             f"num_buckets={num_buckets} must be even when bidirectional=True (half the buckets "
@@ -42,7 +42,7 @@ def _config(bidirectional: Any, num_buckets: Any, max_distance: Any) -> tuple[bo
             f"num_buckets={num_buckets} must be >= {minimum} when bidirectional={bidirectional} "
             "(max_exact, half the buckets of a side, must be >= 1)")
     per_side = num_buckets // 2 if bidirectional else num_buckets
-    max_distance = params.integer("max_distance", max_distance)
+    max_distance = params.size("max_distance", max_distance, minimum=None)
     max_exact = per_side // 2
     if max_distance <= max_exact:
         raise ParameterError(
@@ -160,8 +160,8 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
     """
     xp = array_api.namespace(table=table)
     bidirectional, per_side, max_distance = _config(bidirectional, num_buckets, max_distance)
-    q_len = params.integer("q_len", q_len, minimum=0)
-    k_len = params.integer("k_len", k_len, minimum=0)
+    q_len = params.size("q_len", q_len, minimum=0)
+    k_len = params.size("k_len", k_len, minimum=0)
     query_offset = params.integer("query_offset", query_offset, minimum=0)
     if query_offset + q_len + k_len > INDEX_LIMIT:
         raise ParameterError(
@@ -169,6 +169,7 @@ def t5_bias(q_len: int, k_len: int, table: Any, *, bidirectional: bool = True,
             f"q_len + k_len = {query_offset + q_len + k_len} must be <= 2**31 − 1 = "
             f"{INDEX_LIMIT} (the distances are computed in 32-bit integers on some backends)")
     heads = int(_BIAS_INPUTS.check(xp, {"num_buckets": num_buckets}, table=table)["heads"])
+    params.bias_entries(heads, q_len, k_len)
     device = array_api.device_of(table)
     if q_len == 0 or k_len == 0:
         return xp.zeros((heads, q_len, k_len), dtype=table.dtype, **_device_kw(device))

@@ -33,7 +33,8 @@ def _check(q: Any, k: Any, r_proj: Any, content_bias: Any, position_bias: Any) -
     q_len, k_len = int(q.shape[-2]), int(k.shape[-2])
     if q_len > k_len:
         raise ParameterError(f"q_len={q_len} > k_len={k_len}: the keys hold the memory and the "
-                             "current segment, so there are at least as many keys as queries")
+                             "current segment, so there are at least as many keys as queries "
+                             f"(q has shape {tuple(q.shape)}, k {tuple(k.shape)})")
     shapes.broadcast_batch({"q": tuple(q.shape[:-2]), "k": tuple(k.shape[:-2]),
                       "r_proj": tuple(r_proj.shape[:-2]),
                       "content_bias": tuple(content_bias.shape[:-1]),
@@ -63,7 +64,7 @@ def transformer_xl(
     params.choice("method", method, METHODS)
     base = params.base(base)
     if scale is not None:
-        scale = params.positive("scale", scale)
+        scale = params.float32_range("scale", params.positive("scale", scale))
     q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
     d_model = int(r_proj.shape[-2])
     compute = array_api.compute_dtype(xp, q.dtype)

@@ -71,7 +71,7 @@ def tupe(
     """
     xp = _check(q, k, pos_q, pos_k, bias, cls)
     if scale is not None:
-        scale = params.positive("scale", scale)
+        scale = params.float32_range("scale", params.positive("scale", scale))
     q_len, k_len, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
     compute = array_api.compute_dtype(xp, q.dtype)
     qc, kc, pq, pk = (xp.astype(a, compute, copy=False) for a in (q, k, pos_q, pos_k))

@@ -82,11 +82,14 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     ``attn_factor`` multiplies either); ``ntk`` is vLLM's own fixed NTK, or Su's mixed NTK with
     ``mixed_b`` (not posenc.rope_frequencies' ``ntk``); ``dynamic`` with an ``alpha`` key is
     Hunyuan's fixed NTK-alpha over the rotary width."""
-    head_size = params.integer("head_size", head_size, minimum=2)
-    max_position = params.integer("max_position", max_position, minimum=1)
+    head_size = params.width("head_size", head_size, minimum=2)
+    max_position = params.size("max_position", max_position, minimum=1)
     max_model_len = max_position if max_model_len is None else \
-        params.integer("max_model_len", max_model_len, minimum=1)
-    given = dict(rope_parameters or {})
+        params.size("max_model_len", max_model_len, minimum=1)
+    given = dict(params.mapping("rope_parameters", rope_parameters, optional=True) or {})
+    if "rope_theta" in given and given["rope_theta"] is None:
+        raise ParameterError("rope_parameters['rope_theta']=None must be a number (or leave it "
+                             "out)")
     kind = given.get("rope_type", "default")
     if kind not in ROPE_TYPES:
         raise ParameterError(f"rope_parameters['rope_type']={kind!r} is not one of "
