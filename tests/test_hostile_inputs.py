@@ -3,7 +3,7 @@ fuzzed from what the specs and signatures declare. See tests/hostile.py for the 
 the oracle: a ParameterError naming the bad parameter, or the reference's result.
 
 A fixed seed (Hypothesis derandomised) and a few seconds per function on NumPy, through
-``posenc.<function>`` and ``posenc.backends.numpy``; ``POSENC_HOSTILE_EXAMPLES=N`` draws N
+``posenc.<function>`` and ``posenc.backends.numpy`` (30 examples per function); ``POSENC_HOSTILE_EXAMPLES=N`` draws N
 examples per function instead, and ``POSENC_HOSTILE_BACKENDS=strict,torch,jax`` adds those
 backends' bindings.
 """
@@ -26,7 +26,7 @@ from posenc.encodings import public_functions
 
 from . import hostile
 
-EXAMPLES = int(os.environ.get("POSENC_HOSTILE_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("POSENC_HOSTILE_EXAMPLES", "30"))
 BACKENDS = ["numpy", *filter(None, os.environ.get("POSENC_HOSTILE_BACKENDS", "").split(","))]
 TARGETS = {**hostile.spec_targets(), **hostile.manual_targets()}
 
