@@ -354,6 +354,9 @@ def test_cli_translate_names_what_the_target_cannot_express(tmp_path) -> None:
     assert "mrope_section=[16, 24, 24]: ggml mode 'neox'" in proc.stderr
     proc = run_cli("translate", "--to", "ggml", "--named", "gpt-oss-20b")
     assert proc.returncode == 2 and "truncate=False" in proc.stderr
+    proc = run_cli("translate", "--to", "vllm", "--named", "gpt-oss-20b")
+    assert proc.returncode == 0 and "[all] transformers -> vllm 0.32.0" in proc.stdout
+    assert '"truncate": false' in proc.stdout  # vLLM 0.32's generic YaRN reads it
 
 
 def test_cli_translate_back_from_ggml(tmp_path) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from posenc import golden
 from posenc.catalog import specs
-from posenc.dialects import VLLM_VERSION, rope_layers, to_vllm, translate
+from posenc.dialects import VLLM_VERSION, rope_layers, translate
 from posenc.dialects.named import NAMED
 from posenc.errors import ParameterError
 from posenc.specs import resolve_params
@@ -48,6 +48,9 @@ def _float32_bound(theta: np.ndarray, roundings: float = 8.0) -> np.ndarray:
 def _assert_frequencies(got: np.ndarray, expected: np.ndarray, what: str) -> None:
     expected = np.asarray(expected, dtype=np.float64)
     assert got.shape == expected.shape, what
+    zero = expected == 0  # proportional's unrotated pairs: exactly 0 (cos 1, sin 0)
+    assert np.all(got[zero] == 0), what
+    got, expected = got[~zero], expected[~zero]
     rel = np.abs(got / expected - 1)
     bound = _float32_bound(expected)
     worst = int(np.argmax(rel / bound))
@@ -226,12 +229,7 @@ def _rotated(x: np.ndarray, positions: np.ndarray, theta: np.ndarray, attention:
 @pytest.mark.parametrize(("model", "layer_type", "max_model_len"), _named_layers())
 def test_named_translation_runs_like_transformers(model, layer_type, max_model_len) -> None:
     layer = rope_layers(NAMED[model])[layer_type]
-    if layer.rope_type == "proportional":  # Gemma 4's full layers
-        with pytest.raises(ParameterError, match="proportional"):
-            to_vllm(layer)
-        pytest.skip("translate(config, 'vllm') refuses rope_type 'proportional' (vLLM 0.32.0 "
-                    "has Gemma4RotaryEmbedding for it: not yet translated)")
-    kwargs = to_vllm(layer)  # what translate(config, "vllm") gives this layer type
+    kwargs = translate(NAMED[model], "vllm")[layer_type]
     module = build(**kwargs, max_model_len=max_model_len)
     inv_freq, attention = frequencies_of(module)
     expected, factor = _transformers(layer, max_model_len)

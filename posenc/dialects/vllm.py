@@ -49,9 +49,11 @@ def to_vllm(layer: RopeLayer) -> dict[str, Any]:
                        "vector)")
     scaling = {k: v for k, v in layer.scaling.items() if k != "max_position_embeddings"}
     name = layer.rope_type
+    if name == "proportional" and scaling.get("factor") not in (None, 1, 1.0):
+        raise ParameterError(f"rope_type='proportional' with factor {scaling['factor']!r}: vLLM "
+                             f"{VLLM_VERSION}'s Gemma4RotaryEmbedding does not read factor")
     if name == "proportional":
-        raise ParameterError("rope_type='proportional' has no vLLM get_rope equivalent in the "
-                             "generic factory (vLLM builds it per model)")
+        scaling.pop("factor", None)
     if name == "ntk":  # posenc's NTK-aware base * s^(r/(r-2)); vLLM's 'ntk' is another rule
         r = layer.resolve().rotary_dim
         theta = float(scaling.get("rope_theta", 10000.0))

