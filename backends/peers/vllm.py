@@ -4,9 +4,10 @@ kernel path (``forward_cpu``: the C++ ``rotary_embedding`` op where the class ha
 
 - rope: ``get_rope(**to_vllm(...))`` of posenc's transformers-semantics scaling dict, built
   the way posenc.dialects translates a config (default, linear, ntk as default at the scaled
-  base, yarn, llama3, Hunyuan's NTK-alpha); queries ``[tokens, heads * head_size]`` as a
-  model passes them. dynamic and longrope are fixed per server in vLLM (dialects.DIVERGENCES):
-  out of scope here, checked by tests/test_vllm_engine.py.
+  base, yarn, llama3, Gemma 4's proportional, Hunyuan's NTK-alpha); queries
+  ``[tokens, heads * head_size]`` as a model passes them. dynamic and longrope are fixed
+  per server in vLLM (dialects.DIVERGENCES): out of scope here, checked by
+  tests/test_vllm_engine.py.
 - vllm_rope_frequencies: read back from the module's cos/sin cache (row 0 is the attention
   factor, row 1 the angle of each frequency), so the scoreboard judges what the engine uses.
 
@@ -97,8 +98,10 @@ def _rope(path: str):
         kind = params.get("rope_type", "default")
         require(kind not in ("dynamic", "longrope") or params.get("alpha") is not None,
                 f"vLLM fixes {kind} per server, not per sequence (dialects.DIVERGENCES)")
-        require(kind not in ("proportional", "mrope") and "mrope_section" not in params,
-                f"{kind} has its own module in vLLM, not get_rope's text rope")
+        require(kind != "mrope" and "mrope_section" not in params,
+                "M-RoPE takes [3, tokens] positions in vLLM (not adapted here)")
+        require(kind != "proportional" or params.get("factor") in (None, 1, 1.0),
+                "vLLM's Gemma4RotaryEmbedding does not read factor")
         dim = x.shape[-1]
         r = rotary_dim_of(dim, rotary_dim, scaling)
         if r != dim:
