@@ -116,6 +116,9 @@ def _rope(path: str):
         module = build(**kwargs, dtype=x.dtype)
         require(longest <= cache_of(module).shape[0], f"position {longest - 1} is past vLLM's "
                 f"cos/sin cache of {cache_of(module).shape[0]} rows")
+        require(path != "cpu" or x.dtype != torch.bfloat16 or (r // 2) % 8 == 0,
+                f"vLLM's CPU kernel in bfloat16 with {r // 2} pairs (not a multiple of 8) "
+                "crashes the process (docs/known-issues.md)")
         tokens = x.reshape(shape).transpose(1, 2).reshape(batch * seq, heads * dim).cpu()
         out = rotate(module, path, pos.reshape(-1), tokens)
         out = out.reshape(batch, seq, heads, dim).transpose(1, 2)
