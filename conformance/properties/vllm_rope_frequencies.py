@@ -1,5 +1,5 @@
-"""Properties of vLLM's rope frequencies: equal to transformers' where the translation is
-exact; dynamic NTK and LongRoPE fixed by the server, not the sequence."""
+"""Properties of vLLM 0.32.0's rope frequencies: equal to transformers' where the translation
+is exact; dynamic NTK and LongRoPE fixed by the server, not the sequence."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _close(ctx: Context, got: np.ndarray, expected: np.ndarray, what: str) -> No
 def agree_with_transformers(ctx: Context) -> None:
     """A transformers dict translated by posenc.dialects.to_vllm gives vLLM the frequencies and
     the attention factor transformers computes (default, linear, llama3, YaRN truncated or not,
-    with mscale/mscale_all_dim via deepseek_yarn, with an explicit attention_factor; posenc's
+    with mscale/mscale_all_dim, with an explicit attention_factor; posenc's
     NTK-aware ntk via default at the scaled base; Hunyuan's dynamic with alpha)."""
 
     @ctx.given(name=st.sampled_from(sorted(TRANSFORMERS)))
@@ -68,20 +68,20 @@ def agree_with_transformers(ctx: Context) -> None:
             raise CheckFailure(f"{name}: attention factor {factor!r}, transformers {attention!r}")
 
 
-@register("vllm_rope_frequencies_dynamic_fixed")
-def dynamic_fixed(ctx: Context) -> None:
-    """vLLM's dynamic NTK is transformers' at seq_len = factor * max_position, and so differs
-    from transformers' default frequencies for the short sequences transformers leaves alone."""
+@register("vllm_rope_frequencies_dynamic_at_max_position")
+def dynamic_at_max_position(ctx: Context) -> None:
+    """vLLM 0.32's dynamic NTK is transformers' at seq_len = max_position with
+    max_position_embeddings = max_trained_positions, for every sequence; without
+    max_trained_positions (= max_position) the base is unchanged: the default frequencies."""
     for factor in (2.0, 4.0):
         params = {"rope_type": "dynamic", "factor": factor}
+        got, _ = _run(ctx, head_size=DIM, max_position=8192,
+                      rope_parameters={**params, "max_trained_positions": 2048})
+        fixed, _ = frequencies(DIM, 10000.0, {**params, "max_position_embeddings": 2048}, 8192)
+        _close(ctx, got, fixed, f"dynamic {factor:g}, 2048 trained: transformers at 8192")
         got, _ = _run(ctx, head_size=DIM, max_position=2048, rope_parameters=params)
-        fixed, _ = frequencies(DIM, 10000.0, {**params, "max_position_embeddings": 2048},
-                               int(2048 * factor))
-        _close(ctx, got, fixed, f"dynamic {factor:g} vs transformers at {int(2048 * factor)}")
-        short, _ = frequencies(DIM, 10000.0, {**params, "max_position_embeddings": 2048}, 100)
-        if np.allclose(got, short, rtol=1e-3):
-            raise CheckFailure(f"dynamic {factor:g}: equal to transformers' default frequencies "
-                               "at 100 tokens; vLLM must fix them at the maximum length")
+        plain, _ = frequencies(DIM, 10000.0, {"rope_type": "default"}, None)
+        _close(ctx, got, plain, f"dynamic {factor:g} without max_trained_positions: default")
 
 
 @register("vllm_rope_frequencies_longrope_by_server")

@@ -13,12 +13,13 @@ from ..errors import ParameterError
 from .ggml import freq_factors_summary, from_ggml, to_ggml
 from .onnx import to_onnx
 from .transformers import ALL_LAYERS, RopeLayer, rope_layers
-from .vllm import DIVERGENCES, from_vllm, to_vllm
+from .vllm import DIVERGENCES, VLLM_VERSION, from_vllm, to_vllm
 
 __all__ = [
     "ALL_LAYERS",
     "DIVERGENCES",
     "TARGETS",
+    "VLLM_VERSION",
     "RopeLayer",
     "freq_factors_summary",
     "from_ggml",

