@@ -3,8 +3,8 @@ fuzzed from what the specs and signatures declare. See tests/hostile.py for the 
 the oracle: a ParameterError naming the bad parameter, or the reference's result.
 
 A fixed seed (Hypothesis derandomised) and a few seconds per function on NumPy, through
-``posenc.<function>`` and ``posenc.backends.numpy`` (30 examples per function); ``POSENC_HOSTILE_EXAMPLES=N`` draws N
-examples per function instead, and ``POSENC_HOSTILE_BACKENDS=strict,torch,jax`` adds those
+``posenc.<function>`` and ``posenc.backends.numpy`` (30 examples per function);
+``POSENC_HOSTILE_EXAMPLES=N`` draws N examples per function instead, and ``POSENC_HOSTILE_BACKENDS=strict,torch,jax`` adds those
 backends' bindings.
 """
 
