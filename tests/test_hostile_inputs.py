@@ -4,8 +4,8 @@ the oracle: a ParameterError naming the bad parameter, or the reference's result
 
 A fixed seed (Hypothesis derandomised) and a few seconds per function on NumPy, through
 ``posenc.<function>`` and ``posenc.backends.numpy`` (30 examples per function);
-``POSENC_HOSTILE_EXAMPLES=N`` draws N examples per function instead, and ``POSENC_HOSTILE_BACKENDS=strict,torch,jax`` adds those
-backends' bindings.
+``POSENC_HOSTILE_EXAMPLES=N`` draws N examples per function instead, and
+``POSENC_HOSTILE_BACKENDS=strict,torch,jax`` adds those backends' bindings.
 """
 
 from __future__ import annotations
