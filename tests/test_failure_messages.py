@@ -90,7 +90,10 @@ def test_an_exception_names_the_frame_that_raised() -> None:
     assert r.details["params"] == r.details["params"] and "inputs" in r.details
 
 
-def test_a_real_hypothesis_explanation_into_the_harness_is_dropped(monkeypatch) -> None:
+def test_no_hypothesis_explanation_reaches_a_failing_propertys_message(monkeypatch) -> None:
+    """The harness runs without Hypothesis' explain phase (it reran a shrunk failure hundreds
+    of times: 9 of 10 s of a failing property), so no explanation of harness lines is made, and
+    the message still names the failing example."""
     from posenc.conformance import messages
     from posenc.conformance.runner import Runner
 
@@ -110,7 +113,7 @@ def test_a_real_hypothesis_explanation_into_the_harness_is_dropped(monkeypatch) 
         result = runner.execute(check)
     assert result.failed
     explained = "\n".join(raw)
-    assert "Explanation" in explained and str(HARNESS / "tolerances.py") in explained, raw
+    assert "Explanation" not in explained and str(HARNESS / "tolerances.py") not in explained, raw
     assert "Explanation" not in result.message and str(HARNESS) not in result.message
     assert "These lines" not in result.message
     assert "seed=" in result.message
