@@ -300,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="PAGE.html", help="write the merged report as an HTML page")
     p.add_argument("--junit", metavar="PATH", help="write the merged results as JUnit XML (a "
                    "conflict is a failure)")
-    p.add_argument("--expect-shards", metavar="N", type=int, help="refuse unless the reports "
+    p.add_argument("--expect-shards", metavar="N", type=COUNT, help="refuse unless the reports "
                    "are exactly shards 1..N of one plan (`--shard K/N` runs): a lost shard "
                    "report is an error, not a smaller green matrix")
     p.set_defaults(func=_cmd_report_merge)

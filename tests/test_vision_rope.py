@@ -19,7 +19,7 @@ GRID = np.stack(np.meshgrid(np.arange(2), np.arange(3), indexing="ij"), -1).resh
 @pytest.mark.parametrize(
     ("x", "positions", "message"),
     [
-        (X[:, :14], GRID, r"x.shape\[-1\]=14 must be a multiple of 4"),
+        (X[:, :14], GRID, r"x.shape\[-1\]=14 must be a positive multiple of 4"),
         (X[0], GRID, r"x must have shape \[..., seq, dim\], got shape \(16,\)"),
         (X, GRID[:5], r"positions has shape \(5, 2\): it must be \[seq, 2\] = \[6, 2\]"),
         (X, np.zeros((6, 3), np.int64), r"positions has shape \(6, 3\)"),
@@ -36,8 +36,8 @@ def test_bad_inputs(pe, function, x, positions, message) -> None:
     ("kwargs", "positions", "message"),
     [
         ({}, np.arange(6), r"positions are flat ids \[seq\]: pass max_width"),
-        ({"max_width": 0}, np.arange(6), r"max_width=0 must be a positive int"),
-        ({"max_width": 2.0}, np.arange(6), r"max_width=2.0 must be a positive int"),
+        ({"max_width": 0}, np.arange(6), r"max_width=0 must be >= 1"),
+        ({"max_width": 2.0}, np.arange(6), r"max_width must be an int, got 2.0 \(float\)"),
         ({"max_width": 3}, np.arange(5), r"positions has shape \(5,\) but x has 6 tokens"),
         ({"max_width": 3}, np.arange(6) * 1.0, r"positions must have an integer dtype"),
     ],
