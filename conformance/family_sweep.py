@@ -52,7 +52,7 @@ from posenc.catalog import specs
 from posenc.dialects.transformers import rope_layers
 from posenc.errors import PosencError
 
-from .scoreboard import HASH_LINE, recorded_hash
+from .scoreboard import HASH_LINE, freshness_exit, recorded_hash
 from .tolerances import JUDGEABLE, PROFILES, compare, tolerance_for
 
 MARKDOWN = "families.md"
@@ -808,9 +808,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main_args(args: argparse.Namespace) -> int:
     path = Path(args.out) / MARKDOWN
     if args.check:
-        problem = check(path)
-        print(problem or f"{path} is up to date")
-        return 1 if problem else 0
+        return freshness_exit(check(path), path)
     from posenc.backends import transformers_families as observer
 
     known = {f.name for f in observer.discover()}

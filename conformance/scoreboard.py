@@ -275,6 +275,12 @@ def check(path: Path) -> str | None:
     return None
 
 
+def freshness_exit(problem: str | None, path: Path) -> int:
+    """What ``--check`` of a generated page prints and returns: 1 when it is stale."""
+    print(problem or f"{path} is up to date")
+    return 1 if problem else 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="docs", metavar="DIR", help="output folder")
     parser.add_argument("--peer", action="append", metavar="NAME",
@@ -288,9 +294,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main_args(args: argparse.Namespace) -> int:
     path = Path(args.out) / MARKDOWN
     if args.check:
-        problem = check(path)
-        print(problem or f"{path} is up to date")
-        return 1 if problem else 0
+        return freshness_exit(check(path), path)
     # Keras reads its backend once, at import: this process picks torch unless told otherwise
     os.environ.setdefault("KERAS_BACKEND", "torch")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -141,9 +141,10 @@ def _cmd_report_merge(args: argparse.Namespace) -> int:
         html_report.write(merged, Path(args.html))
     from posenc.conformance.report import matrix, to_junit
 
+    results = merge.as_results(merged)
     if args.junit:
-        to_junit(merge.as_results(merged), Path(args.junit))
-    print(matrix(merge.as_results(merged)))
+        to_junit(results, Path(args.junit))
+    print(matrix(results))
     counts = ", ".join(f"{n} {s}" for s, n in sorted(merged["summary"].items()))
     print(f"merged {len(args.reports)} report(s), {len(merged['sources'])} run(s): "
           f"{len(merged['results'])} checks ({counts}); {len(merged['conflicts'])} conflict(s)")
