@@ -213,7 +213,9 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
         reads.clear()  # the first call may fill caches
         counts = {}
         for label, call in [("decode", lambda: tt.rope(q, pos, base=500000.0, k=k)),
-                            ("arange", lambda: tt.rope(q, base=500000.0, k=k))]:
+                            ("arange", lambda: tt.rope(q, base=500000.0, k=k)),
+                            ("inplace", lambda: tt.rope(q, pos, base=500000.0, k=k,
+                                                        inplace=True))]:
             with Count() as c:
                 Count.ops = []
                 call()
@@ -235,6 +237,8 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
     decode, arange = result["counts"]["decode"], result["counts"]["arange"]
     assert decode.count("rotary") == 1 and len(decode) <= 3, decode
     assert arange == ["rotary"], arange
+    inplace = result["counts"]["inplace"]  # checked on the device first: no host read either
+    assert inplace.count("rotary_") == 1 and len(inplace) <= 3, inplace
     assert result["reads"] == []
     assert None not in result["errors"], result["errors"]
     messages = [message for message, _ in result["errors"]]

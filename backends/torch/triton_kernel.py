@@ -65,6 +65,21 @@ def _flag_outside(OK, outside):
 
 
 @triton.jit
+def range_kernel(POS, OK, n, IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
+    """Clear ``OK`` when one of the ``n`` positions is outside float32's exact integers: the
+    check an in-place rotation makes before it writes anything (the rotation is then gated
+    on ``OK``), on the device, without a host read."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = i < n
+    if IS_FLOAT:  # NaN and inf fail the comparison too
+        p = tl.load(POS + i, mask=valid, other=0.0).to(tl.float32)
+        _flag_outside(OK, valid & ~(tl.abs(p) <= 16777216.0))
+    else:
+        p = tl.load(POS + i, mask=valid, other=0)
+        _flag_outside(OK, valid & ((p > 16777216) | (p < -16777216)))
+
+
+@triton.jit
 def rotary_kernel(
     Q, QO, K, KO, POS, LIMBS, SWITCH, OK,
     seq, heads_q, heads_k,
@@ -74,7 +89,7 @@ def rotary_kernel(
     HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_TAIL: tl.constexpr, INTERLEAVED: tl.constexpr, POS_MODE: tl.constexpr,
     HAS_SWITCH: tl.constexpr, COPY_TAIL: tl.constexpr, CHECK_RANGE: tl.constexpr,
-    BLOCK_S: tl.constexpr, BLOCK_H: tl.constexpr, LOOP: tl.constexpr,
+    GATED: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_H: tl.constexpr, LOOP: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
     b = tl.program_id(1)
@@ -92,6 +107,8 @@ def rotary_kernel(
 
     s = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
     s_ok = s < seq
+    if GATED:  # OK cleared by range_kernel: touch nothing
+        s_ok = s_ok & (tl.load(OK + tl.zeros([BLOCK_S], dtype=tl.int32)) != 0)
     i = tl.arange(0, BLOCK_HALF)
     i_ok = i < HALF
 
@@ -149,7 +166,7 @@ def _next_power_of_2(n: int) -> int:
 
 def launch(run: Any, q: Any, q_out: Any, k: Any, k_out: Any, positions: Any, pos_mode: int,
            limbs: Any, switch: Any, *, rotary_dim: int, interleaved: bool, factor: float,
-           inverse: bool, copy_tail: bool, ok: Any = None) -> None:
+           inverse: bool, copy_tail: bool, ok: Any = None, gated: bool = False) -> None:
     """Rotate 4-D ``q`` ``[B, Hq, S, D]`` into ``q_out`` (and ``k`` ``[B, Hk, S, D]`` into
     ``k_out``; ``k`` may be None) in one launch of ``run`` (:func:`rotary_kernel`, or its
     ``torch.library.wrap_triton``). The last axis of every tensor must be contiguous.
@@ -157,7 +174,8 @@ def launch(run: Any, q: Any, q_out: Any, k: Any, k_out: Any, positions: Any, pos
     float32 ``[n_sets * 3 * rotary_dim/2]``; ``switch`` a 0-d int32 tensor choosing the set (None: the
     first). ``inverse`` rotates by ``-angle`` (the backward pass); ``copy_tail`` copies the
     features past ``rotary_dim`` (out of place); ``ok`` (a 0-d int32 tensor holding 1, or
-    None) is cleared when a position lies outside float32's exact integers."""
+    None) is cleared when a position lies outside float32's exact integers; with ``gated``
+    it was set by :func:`range_kernel` instead, and the kernel writes nothing when it is 0."""
     batch, heads_q, seq, dim = (int(n) for n in q.shape)
     heads_k = 0 if k is None else int(k.shape[1])
     if k is None:
@@ -178,7 +196,18 @@ def launch(run: Any, q: Any, q_out: Any, k: Any, k_out: Any, positions: Any, pos
         HALF=half, BLOCK_HALF=block_half, TAIL=tail,
         BLOCK_TAIL=_next_power_of_2(max(tail, 1)), INTERLEAVED=interleaved,
         POS_MODE=pos_mode, HAS_SWITCH=switch is not None, COPY_TAIL=copy_tail and tail > 0,
-        CHECK_RANGE=ok is not None and positions is not None,
+        CHECK_RANGE=ok is not None and positions is not None and not gated,
+        GATED=gated and ok is not None,
         BLOCK_S=block_s, BLOCK_H=block_h, LOOP=CONFIG["loop"],
         num_warps=CONFIG["num_warps"],
     )
+
+
+def check_range(run: Any, positions: Any, ok: Any) -> None:
+    """Clear the 0-d ``ok`` when a position is outside float32's exact integers, by ``run``
+    (:func:`range_kernel`, or its ``torch.library.wrap_triton``): one launch over the positions
+    (contiguous ``[1 or B, S]``), before a gated rotation."""
+    n = int(positions.numel())
+    block = min(1024, _next_power_of_2(n))
+    run[(-(-n // block),)](positions, ok, n, IS_FLOAT=positions.dtype.is_floating_point,
+                           BLOCK=block)

@@ -65,6 +65,7 @@ def _register() -> tuple[Any, Any]:
     from . import triton_kernel
 
     run = wrap_triton(triton_kernel.rotary_kernel)
+    run_range = wrap_triton(triton_kernel.range_kernel)
 
     def rotary(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
@@ -79,8 +80,13 @@ def _register() -> tuple[Any, Any]:
                 pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
                 rotary_dim: int, interleaved: bool, factor: float,
                 ok: torch.Tensor | None) -> None:
+        # in place, a position found outside the range during the rotation would leave q and
+        # k half rotated: check first, and gate the rotation on the flag
+        gated = ok is not None and positions is not None and q.numel() > 0
+        if gated:
+            triton_kernel.check_range(run_range, positions, ok)
         _launch(run, q, k, q, k, positions, pos_mode, limbs, switch, rotary_dim, interleaved,
-                factor, False, copy_tail=False, ok=ok)
+                factor, False, copy_tail=False, ok=ok, gated=gated)
 
     # the schemas are inferred from the annotations, which are strings in this module
     for fn in (rotary, rotary_):
@@ -122,7 +128,7 @@ def _as_4d(x: Any) -> Any:
 
 def _launch(run: Any, q: Any, k: Any, q_out: Any, k_out: Any, positions: Any, pos_mode: int,
             limbs: Any, switch: Any, rotary_dim: int, interleaved: bool, factor: float,
-            inverse: bool, *, copy_tail: bool, ok: Any = None) -> None:
+            inverse: bool, *, copy_tail: bool, ok: Any = None, gated: bool = False) -> None:
     if q.numel() == 0:
         return
     from . import triton_kernel
@@ -130,7 +136,7 @@ def _launch(run: Any, q: Any, k: Any, q_out: Any, k_out: Any, positions: Any, po
     views = [None if t is None else _as_4d(t) for t in (q, q_out, k, k_out)]
     triton_kernel.launch(run, *views, positions, pos_mode, limbs, switch,
                          rotary_dim=rotary_dim, interleaved=interleaved, factor=factor,
-                         inverse=inverse, copy_tail=copy_tail, ok=ok)
+                         inverse=inverse, copy_tail=copy_tail, ok=ok, gated=gated)
 
 
 def _limbs(sched: Any, device: Any) -> Any:
@@ -160,10 +166,8 @@ def rope(
     and ``(q, k)`` is returned; ``inplace=True`` overwrites them (see the module docstring)."""
     import torch
 
-    # in place, a position found outside the range only after the launch would leave x and k
-    # rotated by rounded positions: check before (on the device, no host read) instead
     op = prepared(x, positions, k=k, base=base, layout=layout, rotary_dim=rotary_dim,
-                  scaling=scaling, seq_len=seq_len, _range_in_kernel=not inplace)
+                  scaling=scaling, seq_len=seq_len)
     if op is not None:
         return op(x, k, inplace=inplace)
     xs = (x,) if k is None else (x, k)  # float64, or CPU without the interpreter
@@ -179,23 +183,22 @@ def rope(
 
 def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 10000.0,
              layout: str = "half", rotary_dim: int | None = None,
-             scaling: Mapping[str, Any] | None = None, seq_len: int | None = None,
-             _range_in_kernel: bool = True) -> Any:
+             scaling: Mapping[str, Any] | None = None, seq_len: int | None = None) -> Any:
     """The kernel with its arguments checked and prepared once, for a loop over tensors of
     the same shape: ``op = prepared(q, positions, k=k, ...)``, then ``op(q, k)`` (or
     ``op(q, k, inplace=True)``) rotates like :func:`rope`, with no checks and no host work per
     call. None where :func:`rope` would not use the kernel (float64, CPU). Each call checks
-    the positions' range in the kernel and asserts it on the device afterwards: an
-    out-of-range position raises after the launch (in place, the tensors are already
-    rotated by rounded positions)."""
+    the positions' range on the device and asserts it there afterwards: an out-of-range
+    position raises after the launch (in place, it is checked by a first launch and the
+    tensors are left untouched)."""
     import torch
 
     from posenc import array_api
 
     # eager kernel calls check the positions' range in the kernel (a device flag, then one
-    # device-side assert): no host read, two ops besides the launch
-    kernel_checks = (_range_in_kernel
-                     and getattr(x, "dtype", None) in (torch.float32, torch.bfloat16, torch.float16)
+    # device-side assert): no host read, two ops besides the launch (in place,
+    # the launch checks first, then rotates gated on the flag)
+    kernel_checks = (getattr(x, "dtype", None) in (torch.float32, torch.bfloat16, torch.float16)
                      and getattr(getattr(x, "device", None), "type", None) in _kernel_devices()
                      and positions is not None and not array_api.is_traced(positions)
                      and isinstance(positions, torch.Tensor))

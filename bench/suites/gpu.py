@@ -1,7 +1,8 @@
 """gpu (``--device cuda``): rotary on a CUDA GPU, posenc's Triton kernel against the kernels a
 user would otherwise pick, and against the device's copy bandwidth.
 
-Each case rotates Llama-3-8B's q ``[B, 32, S, 128]`` and k ``[B, 8, S, 128]`` in bfloat16.
+Each case rotates Llama-3-8B's q ``[B, 32, S, 128]`` and k ``[B, 8, S, 128]`` in bfloat16 (and,
+at 16K tokens and beyond, in float32 too).
 The first row copies q and k (the same bytes a rotary must read and write): its bandwidth is
 the ceiling, and every row reports its own bandwidth (bytes read + written / time) and its
 fraction of that ceiling. Ratios are against transformers' eager rotary. Rows are timed with
@@ -17,24 +18,27 @@ from ..peers import llama_rotary
 from ..rows import BenchCase, BenchContext, Missing, PlannedRow, Timing
 from ..sizes import BASE
 
-SHAPES = ((1, 4096), (1, 8192), (1, 32768), (8, 4096))  # (batch, seq)
-QUICK_SHAPES = ((1, 64),)
+# (batch, seq, dtype)
+SHAPES = ((1, 4096, "bfloat16"), (1, 8192, "bfloat16"), (1, 16384, "bfloat16"),
+          (1, 32768, "bfloat16"), (8, 4096, "bfloat16"), (1, 16384, "float32"),
+          (1, 32768, "float32"))
+QUICK_SHAPES = ((1, 64, "bfloat16"),)
 HEADS_Q, HEADS_K, HEAD_DIM = 32, 8, 128
 
 
-def _qk(ctx: BenchContext, batch: int, seq: int) -> tuple[Any, Any, Any]:
+def _qk(ctx: BenchContext, batch: int, seq: int, dtype: str) -> tuple[Any, Any, Any]:
     import torch
 
     def make() -> tuple[Any, Any, Any]:
         g = torch.Generator(device=ctx.device).manual_seed(seq * 31 + batch)
         q = torch.randn(batch, HEADS_Q, seq, HEAD_DIM, device=ctx.device, generator=g,
-                        dtype=torch.bfloat16)
+                        dtype=getattr(torch, dtype))
         k = torch.randn(batch, HEADS_K, seq, HEAD_DIM, device=ctx.device, generator=g,
-                        dtype=torch.bfloat16)
+                        dtype=getattr(torch, dtype))
         ids = torch.arange(seq, device=ctx.device)[None].expand(batch, seq).contiguous()
         return q, k, ids
 
-    return ctx.memo(("gpu-qk", batch, seq), make)
+    return ctx.memo(("gpu-qk", batch, seq, dtype), make)
 
 
 def _bytes(q: Any, k: Any) -> int:
@@ -45,17 +49,17 @@ def _hf(ctx: BenchContext) -> tuple[Any, Any]:
     return llama_rotary(ctx, HEAD_DIM, key="gpu-hf")
 
 
-def _planned(batch: int, seq: int) -> list[PlannedRow]:
+def _planned(batch: int, seq: int, dtype: str) -> list[PlannedRow]:
     def copy(ctx: BenchContext) -> Timing:
         import torch
 
-        q, k, _ = _qk(ctx, batch, seq)
+        q, k, _ = _qk(ctx, batch, seq, dtype)
         qo, ko = torch.empty_like(q), torch.empty_like(k)
         return Timing(lambda: (qo.copy_(q), ko.copy_(k)), "cuda", "device-to-device copy of q and k",
                       bytes=_bytes(q, k))
 
     def hf(ctx: BenchContext) -> Timing:
-        q, k, ids = _qk(ctx, batch, seq)
+        q, k, ids = _qk(ctx, batch, seq, dtype)
         rotary, apply = _hf(ctx)
 
         def fn() -> Any:
@@ -68,7 +72,7 @@ def _planned(batch: int, seq: int) -> list[PlannedRow]:
     def hf_compiled(ctx: BenchContext) -> Timing:
         import torch
 
-        q, k, ids = _qk(ctx, batch, seq)
+        q, k, ids = _qk(ctx, batch, seq, dtype)
         rotary, apply = _hf(ctx)
 
         def fn(q: Any, k: Any, ids: Any) -> Any:
@@ -80,14 +84,14 @@ def _planned(batch: int, seq: int) -> list[PlannedRow]:
                       bytes=_bytes(q, k))
 
     def tables(ctx: BenchContext) -> tuple[Any, Any]:
-        q, _, ids = _qk(ctx, batch, seq)
+        q, _, ids = _qk(ctx, batch, seq, dtype)
         rotary, _ = _hf(ctx)
-        return rotary(q, ids)  # [B, S, 128] each, bfloat16
+        return rotary(q, ids)  # [B, S, 128] each, in q's dtype
 
     def liger(ctx: BenchContext) -> Timing:
         from liger_kernel.transformers.rope import liger_rotary_pos_emb
 
-        q, k, _ = _qk(ctx, batch, seq)
+        q, k, _ = _qk(ctx, batch, seq, dtype)
         cos, sin = tables(ctx)
         return Timing(lambda: liger_rotary_pos_emb(q, k, cos, sin), "cuda",
                       "cos/sin tables given (not timed)", bytes=_bytes(q, k))
@@ -97,7 +101,7 @@ def _planned(batch: int, seq: int) -> list[PlannedRow]:
             from flash_attn.ops.triton.rotary import apply_rotary
         except ImportError as exc:
             raise Missing("flash-attn (flash_attn.ops.triton.rotary) is not installed") from exc
-        q, k, _ = _qk(ctx, batch, seq)
+        q, k, _ = _qk(ctx, batch, seq, dtype)
         cos, sin = (t[0, :, : HEAD_DIM // 2].contiguous() for t in tables(ctx))
         qt, kt = q.transpose(1, 2), k.transpose(1, 2)  # its layout: [B, S, H, D]
         return Timing(lambda: (apply_rotary(qt, cos, sin), apply_rotary(kt, cos, sin)), "cuda",
@@ -107,14 +111,14 @@ def _planned(batch: int, seq: int) -> list[PlannedRow]:
     def ours(ctx: BenchContext) -> Timing:
         from posenc.backends import torch_triton as pe
 
-        q, k, ids = _qk(ctx, batch, seq)
+        q, k, ids = _qk(ctx, batch, seq, dtype)
         return Timing(lambda: pe.rope(q, ids, k=k, base=BASE), "cuda",
                       "pe.rope(q, ids, k=k): argument checks + one launch", bytes=_bytes(q, k))
 
     def ours_kernel(ctx: BenchContext) -> Timing:
         from posenc.backends import torch_triton as pe
 
-        q, k, ids = _qk(ctx, batch, seq)
+        q, k, ids = _qk(ctx, batch, seq, dtype)
         op = pe.prepared(q, ids, k=k, base=BASE)
         if op is None:
             raise Missing("the Triton kernel does not run here (needs CUDA)")
@@ -124,12 +128,23 @@ def _planned(batch: int, seq: int) -> list[PlannedRow]:
     def ours_inplace(ctx: BenchContext) -> Timing:
         from posenc.backends import torch_triton as pe
 
-        q, k, ids = _qk(ctx, batch, seq)
+        q, k, ids = _qk(ctx, batch, seq, dtype)
         q, k = q.clone(), k.clone()  # rotated again and again: norms are kept
         return Timing(lambda: pe.rope(q, ids, k=k, base=BASE, inplace=True), "cuda",
                       "inplace=True", bytes=_bytes(q, k))
 
-    p = f"gpu/{batch}x{seq}"
+    def module(ctx: BenchContext, table: bool) -> Timing:
+        from posenc.backends.torch.layers import RotaryEmbedding
+
+        q, k, ids = _qk(ctx, batch, seq, dtype)
+        rotary = RotaryEmbedding(HEAD_DIM, base=BASE, max_positions=seq if table else None,
+                                 device=ctx.device)
+        return Timing(lambda: rotary(q, ids, k=k), "cuda",
+                      "RotaryEmbedding(q, ids, k=k), " + ("cos/sin rows gathered from its table"
+                                                          if table else "phases per call"),
+                      bytes=_bytes(q, k))
+
+    p = f"gpu/{batch}x{seq}" + ("" if dtype == "bfloat16" else f"-{dtype}")
     ref = f"{p}/transformers"
     return [
         PlannedRow(f"{p}/copy", "device copy of q and k (bandwidth ceiling)", "main", copy, ref),
@@ -144,12 +159,16 @@ def _planned(batch: int, seq: int) -> list[PlannedRow]:
                    ref),
         PlannedRow(f"{p}/posenc-triton-inplace", "posenc torch_triton.rope(..., inplace=True)",
                    "main", ours_inplace, ref),
+        PlannedRow(f"{p}/posenc-module-table", "posenc RotaryEmbedding(max_positions=S) on CUDA",
+                   "main", lambda ctx: module(ctx, True), ref),
+        PlannedRow(f"{p}/posenc-module", "posenc RotaryEmbedding (no table) on CUDA", "main",
+                   lambda ctx: module(ctx, False), ref),
     ]
 
 
 def cases(quick: bool) -> list[BenchCase]:
-    return [BenchCase(f"gpu-{batch}x{seq}", "gpu",
+    return [BenchCase(f"gpu-{batch}x{seq}" + ("" if dtype == "bfloat16" else f"-{dtype}"), "gpu",
                       f"rotary on CUDA, q [{batch},{HEADS_Q},{seq},{HEAD_DIM}], "
-                      f"k [{batch},{HEADS_K},{seq},{HEAD_DIM}] bfloat16, base {BASE:g}",
-                      _planned(batch, seq))
-            for batch, seq in (QUICK_SHAPES if quick else SHAPES)]
+                      f"k [{batch},{HEADS_K},{seq},{HEAD_DIM}] {dtype}, base {BASE:g}",
+                      _planned(batch, seq, dtype))
+            for batch, seq, dtype in (QUICK_SHAPES if quick else SHAPES)]
