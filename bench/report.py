@@ -92,7 +92,8 @@ def gpu_targets(rows: dict[str, Row]) -> list[dict[str, Any]]:
         ours = rows.get(f"{key}/posenc-triton-kernel")
         if ours is None or not ours.median_s:
             continue
-        batch, seq = (int(n) for n in key.split("/")[1].split("x"))
+        shape = key.split("/")[1].split("-")[0]  # "1x16384" or "1x16384-float32"
+        batch, seq = (int(n) for n in shape.split("x"))
         if batch * seq >= 16384 and ours.of_copy is not None:
             out.append({"id": ours.id, "what": "kernel >= 0.85 of copy bandwidth (>= 16K tokens)",
                         "target": 0.85, "value": ours.of_copy, "met": ours.of_copy >= 0.85})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,7 +103,9 @@ class Context:
         fn = self.backend.function(self.spec.function)
         if self.spec.dtype_parameter:
             params = {**params, "dtype": self.backend.dtype(self.dtype)}
-            if self.device != "cpu":  # functions without array inputs are placed by device=
+            # functions without array inputs are placed by device= (those with inputs follow
+            # them, unless they declare device= themselves)
+            if self.device != "cpu" and (not names or _declares(fn, "device")):
                 params["device"] = self.backend.device_object(self.device)
 
         if self.backend.bind is not None:  # through the framework's layer API
@@ -249,3 +252,11 @@ class Context:
                 raise out_of_scope[0]
 
         return decorator
+
+
+def _declares(fn: Any, name: str) -> bool:
+    """Whether ``fn``'s signature names parameter ``name`` (False when it cannot be read)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -67,6 +67,11 @@ class Native:
         return False to let the core check on the host."""
         return False
 
+    def rounded_to_float32(self, x: Any) -> Any | None:
+        """float64 ``x`` rounded to float32 in a way the library's compiler keeps (None: a
+        plain cast is kept)."""
+        return None
+
     def position_extrema(self, positions: Any, floating: bool) -> Any | None:
         """posenc.array_api.position_extrema computed the library's fastest way, or None to
         let the core compute it with array-API calls."""

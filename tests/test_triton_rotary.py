@@ -209,7 +209,11 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
             original = getattr(torch.Tensor, name)
             setattr(torch.Tensor, name,
                     lambda self, *a, _o=original, _n=name: (reads.append(_n), _o(self, *a))[1])
-        tt.rope(q, pos, base=500000.0, k=k)
+        from posenc.backends.torch import triton_kernel
+        launched, launch = [], triton_kernel.launch
+        triton_kernel.launch = lambda run, *a, **kw: (launched.append(run), launch(run, *a, **kw))
+        tt.rope(q, pos, base=500000.0, k=k)  # plain eager: the bare kernel, no dispatcher
+        direct = [run is triton_kernel.rotary_kernel for run in launched]
         reads.clear()  # the first call may fill caches
         counts = {}
         for label, call in [("decode", lambda: tt.rope(q, pos, base=500000.0, k=k)),
@@ -231,12 +235,13 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
                     errors.append(None)
                 except ParameterError as exc:
                     errors.append([str(exc), bool(torch.equal(q2, before))])
-        json.dump({"counts": counts, "reads": hot_reads, "errors": errors},
+        json.dump({"counts": counts, "reads": hot_reads, "errors": errors, "direct": direct},
                   open(os.environ["POSENC_OUT"], "w"))
         """, tmp_path)
     decode, arange = result["counts"]["decode"], result["counts"]["arange"]
     assert decode.count("rotary") == 1 and len(decode) <= 3, decode
     assert arange == ["rotary"], arange
+    assert result["direct"] == [True]  # one launch, of the bare kernel (under a mode: the op)
     inplace = result["counts"]["inplace"]  # checked on the device first: no host read either
     assert inplace.count("rotary_") == 1 and len(inplace) <= 3, inplace
     assert result["reads"] == []

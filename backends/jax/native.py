@@ -25,6 +25,11 @@ class JaxNative(native.Native):
     def is_traced(self, x: Any) -> bool:
         return isinstance(x, jax.core.Tracer)
 
+    def rounded_to_float32(self, x: Any) -> Any:
+        # XLA on GPU may drop a float64 -> float32 -> float64 round trip (excess precision is
+        # allowed by default); reduce_precision is the rounding it keeps
+        return jax.lax.reduce_precision(x, exponent_bits=8, mantissa_bits=23).astype(jnp.float32)
+
     # Eager calls: the phases (about thirty primitives) and the rotation (about ten) run as one
     # compiled call each, one dispatch instead of one per primitive; the frequencies are an
     # argument, so one compilation per shape serves every schedule. Traced calls (the user's

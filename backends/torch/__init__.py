@@ -98,8 +98,9 @@ def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: A
               for i, a in enumerate(arrays)]
     out = fn(*leaves)
     if isinstance(out, tuple | list):  # as golden.output_array: same shapes stacked, else flat
-        parts = [torch.as_tensor(p, dtype=torch.float64) if isinstance(p, int | float) else p
-                 for p in out]
+        device = next((p.device for p in out if isinstance(p, torch.Tensor)), None)
+        parts = [torch.as_tensor(p, dtype=torch.float64, device=device)
+                 if isinstance(p, int | float) else p for p in out]
         out = (torch.stack(parts) if len({p.shape for p in parts}) == 1
                else torch.cat([p.reshape(-1) for p in parts]))
     if not out.requires_grad:  # computed outside autograd: every gradient is zero

@@ -64,29 +64,21 @@ def _register() -> tuple[Any, Any]:
 
     from . import triton_kernel
 
-    run = wrap_triton(triton_kernel.rotary_kernel)
-    run_range = wrap_triton(triton_kernel.range_kernel)
+    runs = (wrap_triton(triton_kernel.rotary_kernel), wrap_triton(triton_kernel.range_kernel))
 
     def rotary(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
                rotary_dim: int, interleaved: bool, factor: float,
                inverse: bool, ok: torch.Tensor | None) -> list[torch.Tensor]:
-        outs = [torch.empty_like(q), *([] if k is None else [torch.empty_like(k)])]
-        _launch(run, q, k, outs[0], outs[-1] if k is not None else None, positions, pos_mode,
-                limbs, switch, rotary_dim, interleaved, factor, inverse, copy_tail=True, ok=ok)
-        return outs
+        return _out_of_place(runs, q, k, positions, pos_mode, limbs, switch, rotary_dim,
+                             interleaved, factor, inverse, ok)
 
     def rotary_(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                 pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
                 rotary_dim: int, interleaved: bool, factor: float,
                 ok: torch.Tensor | None) -> None:
-        # in place, a position found outside the range during the rotation would leave q and
-        # k half rotated: check first, and gate the rotation on the flag
-        gated = ok is not None and positions is not None and q.numel() > 0
-        if gated:
-            triton_kernel.check_range(run_range, positions, ok)
-        _launch(run, q, k, q, k, positions, pos_mode, limbs, switch, rotary_dim, interleaved,
-                factor, False, copy_tail=False, ok=ok, gated=gated)
+        _in_place(runs, q, k, positions, pos_mode, limbs, switch, rotary_dim, interleaved,
+                  factor, ok)
 
     # the schemas are inferred from the annotations, which are strings in this module
     for fn in (rotary, rotary_):
@@ -114,6 +106,52 @@ def _register() -> tuple[Any, Any]:
 
     rotary.register_autograd(backward, setup_context=setup_context)
     return torch.ops.posenc.rotary, torch.ops.posenc.rotary_
+
+
+def _out_of_place(runs: tuple[Any, Any], q: Any, k: Any, positions: Any, pos_mode: int,
+                  limbs: Any, switch: Any, rotary_dim: int, interleaved: bool, factor: float,
+                  inverse: bool, ok: Any) -> list[Any]:
+    import torch
+
+    outs = [torch.empty_like(q), *([] if k is None else [torch.empty_like(k)])]
+    _launch(runs[0], q, k, outs[0], outs[-1] if k is not None else None, positions, pos_mode,
+            limbs, switch, rotary_dim, interleaved, factor, inverse, copy_tail=True, ok=ok)
+    return outs
+
+
+def _in_place(runs: tuple[Any, Any], q: Any, k: Any, positions: Any, pos_mode: int,
+              limbs: Any, switch: Any, rotary_dim: int, interleaved: bool, factor: float,
+              ok: Any) -> None:
+    from . import triton_kernel
+
+    # a position found outside the range during the rotation would leave q and k half
+    # rotated: check first, and gate the rotation on the flag
+    gated = ok is not None and positions is not None and q.numel() > 0
+    if gated:
+        triton_kernel.check_range(runs[1], positions, ok)
+    _launch(runs[0], q, k, q, k, positions, pos_mode, limbs, switch, rotary_dim, interleaved,
+            factor, False, copy_tail=False, ok=ok, gated=gated)
+
+
+def _direct_runs(*tensors: Any) -> tuple[Any, Any] | None:
+    """The bare kernels when the call needs nothing the registered ops give (eager, plain
+    tensors, no autograd, no dispatch mode watching): the dispatcher's tens of microseconds
+    per call stay out of the launch; None otherwise (compiled, functorch or subclass tensors,
+    gradients, a TorchDispatchMode such as FakeTensorMode or a FLOP counter)."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    from . import triton_kernel
+
+    if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return None
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not torch.Tensor or torch._C._functorch.is_functorch_wrapped_tensor(t) \
+                or (t.requires_grad and torch.is_grad_enabled()):
+            return None
+    return triton_kernel.rotary_kernel, triton_kernel.range_kernel
 
 
 def _as_4d(x: Any) -> Any:
@@ -262,13 +300,19 @@ class _Launch:
                         f"inplace=True: {name} has strides {t.stride()}; the kernel needs the "
                         "last axis contiguous (and, beyond 4-D, the leading axes mergeable)")
             ok = self._flag(x)
-            rotary_(x, k, *self.args, ok)
+            runs = _direct_runs(x, k)
+            if runs is None:
+                rotary_(x, k, *self.args, ok)
+            else:
+                _in_place(runs, x, k, *self.args, ok)
             self._assert(ok)
             return x if k is None else (x, k)
         q_in, k_in = (None if t is None else t if _viewable(t) else t.contiguous()
                       for t in (x, k))
         ok = self._flag(x)
-        outs = rotary(q_in, k_in, *self.args, False, ok)
+        runs = _direct_runs(q_in, k_in)
+        outs = (rotary(q_in, k_in, *self.args, False, ok) if runs is None
+                else _out_of_place(runs, q_in, k_in, *self.args, False, ok))
         self._assert(ok)
         return outs[0] if k is None else (outs[0], outs[1])
 

@@ -81,6 +81,12 @@ conformance_jobs() {
     conformance torch-triton-eager --backend torch-triton --mode eager --encoding rope
     conformance torch-triton-compiled --backend torch-triton --mode compiled --encoding rope \
         --compiled-cases 4 --max-examples 3
+    conformance torch-triton-compiled-cases --backend torch-triton --mode compiled \
+        --encoding rope --dtype float32 --only cases --compiled-cases 40
+    # eager against compiled case by case, with the generated code (benchmarks/gpu/compiled_cases.py)
+    step compiled-cases "$LIMIT" env TORCH_LOGS=output_code "$PY" \
+        "$ROOT/benchmarks/gpu/compiled_cases.py" near_2_20_llama3 near_2_17 named_llama_3_1_8b \
+        llama_head_dim_128 &
     for k in 1 2; do
         conformance "torch-compiled-$k" --backend torch --mode compiled --dtype float32 \
             --compiled-cases 1 --max-examples 3 --shard "$k/2"

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np  # host-side float32 rounding of static parameters only
 
-from .. import array_api, params
+from .. import array_api, native, params
 from ..errors import ParameterError
 
 __all__ = ["ggml_rope"]
@@ -109,19 +109,15 @@ def _ladders(n_pairs: int, mode: str, sections: tuple[int, ...] | None) -> list[
         return [(0, i) for i in range(n_pairs)]
     total = sum(sections)
     starts = (0, sections[0], sections[0] + sections[1], sections[0] + sections[1] + sections[2])
-    origin = [0, 0, 0, 0]
     out = []
     for i in range(n_pairs):
         sector = i % total
-        if mode == "vision":
-            for k in range(4):
-                if sector == starts[k]:
-                    origin[k] = i
         if mode == "imrope":
             pick = next((k for k in (1, 2, 0) if sector % 3 == k and sector < 3 * sections[k]), 3)
         else:
             pick = sum(sector >= s for s in starts[1:])
-        out.append((pick, i - origin[pick]))
+        # vision: each row's ladder restarts where its section starts, in every period
+        out.append((pick, sector - starts[pick] if mode == "vision" else i))
     return out
 
 
@@ -211,9 +207,8 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     if ext_factor != 0:
         low, high = corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
         width = max(_f32(0.001), _f32(high - low))
-        for i in range(n_pairs):
-            y = _f32(_f32(i - low) / width)
-            keep[i] = _f32(_f32(1.0 - min(1.0, max(0.0, y))) * _f32(ext_factor))
+        keep = [_f32(_f32(1.0 - min(1.0, max(0.0, _f32(_f32(i - low) / width))))
+                     * _f32(ext_factor)) for i in range(n_pairs)]
         log_scale = _f32(math.log(_f32(1.0 / _f32(freq_scale))))
         mscale = _f32(mscale * _f32(1.0 + _f32(_f32(0.1) * log_scale)))
 
@@ -232,7 +227,11 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         its vectorised float32 division and cos may be an ulp off."""
         if not exact:
             return fn(a, b)
-        return xp.astype(fn(xp.astype(a, xp.float64), xp.astype(b, xp.float64)), f32)
+        return to_f32(fn(xp.astype(a, xp.float64), xp.astype(b, xp.float64)))
+
+    def to_f32(wide: Any) -> Any:
+        rounded = native.of(wide).rounded_to_float32(wide)
+        return xp.astype(wide, f32) if rounded is None else rounded
 
     def mul(a: Any, b: Any) -> Any:
         return op(lambda u, v: u * v, a, b)
@@ -255,12 +254,12 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         interp = const([_f32(1.0 - k) for k in keep])
         if exact:  # the product exact in float64, one rounding of the sum (see below)
             wide = xp.astype(theta, xp.float64) * xp.astype(interp, xp.float64)
-            theta = xp.astype(wide + xp.astype(extrap, xp.float64), f32)
+            theta = to_f32(wide + xp.astype(extrap, xp.float64))
         else:
             theta = mul(theta, interp) + extrap
     if exact:  # cosf as correctly rounded as a float32 result can be
         wide = xp.astype(theta, xp.float64)
-        cos, sin = xp.astype(xp.cos(wide), f32), xp.astype(xp.sin(wide), f32)
+        cos, sin = to_f32(xp.cos(wide)), to_f32(xp.sin(wide))
     else:
         cos, sin = xp.cos(theta), xp.sin(theta)
     cos, sin = mul(cos, const(float(mscale))), mul(sin, const(float(mscale)))
@@ -285,9 +284,7 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
     if rest:
         parts.append(take(rest))
     order = a + b + rest
-    inverse = [0] * dim
-    for k, j in enumerate(order):
-        inverse[j] = k
+    inverse = sorted(range(dim), key=order.__getitem__)  # inverse[order[k]] = k
     joined = xp.concat(parts, axis=axis)
     out = xp.take(joined, array_api.asarray(xp, inverse, dtype=xp.int64, device=device), axis=axis)
     return xp.astype(out, x.dtype)
