@@ -1,5 +1,5 @@
-"""The ``posenc`` command: list, golden regen/check, conformance, report merge, bench, plot,
-docs."""
+"""The ``posenc`` command: list, golden regen/check, conformance, check, export, report merge,
+bench, plot, docs."""
 
 from __future__ import annotations
 
@@ -290,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     check_cli.add_arguments(p)
     p.set_defaults(func=check_cli.main)
+
+    p = sub.add_parser("export", help="write the golden cases as a test-vector corpus for any "
+                                      "language (JSON + raw arrays + a JSON Schema)")
+    from posenc.conformance import corpus_export  # imports no framework
+
+    corpus_export.add_arguments(p)
+    p.set_defaults(func=corpus_export.main)
 
     reports = sub.add_parser("report", help="combine conformance reports")
     rsub = reports.add_subparsers(dest="report_command", required=True)
