@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc import array_api
+from posenc import array_api, rotary
 from posenc.catalog import reference_function, specs
 from posenc.encodings.rope import rope_cos_sin
 from posenc.encodings.rope_frequencies import schedule, schedule_type
@@ -75,14 +75,6 @@ def _posenc_cos_sin(x: Any, positions: Any, params: Mapping[str, Any]) -> tuple[
     return xp.reshape(cos, shape), xp.reshape(sin, shape)
 
 
-def _full_width(xp: Any, half: Any, layout: str) -> Any:
-    """Half-width cos or sin, widened the way ``layout`` pairs features: (c, c) for half,
-    c0 c0 c1 c1 ... for interleaved."""
-    if layout == "half":
-        return xp.concat([half, half], axis=-1)
-    return xp.reshape(xp.stack([half, half], axis=-1), (*half.shape[:-1], 2 * half.shape[-1]))
-
-
 def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str = "full",
                  args: tuple[str, ...] = ("q", "k", "cos", "sin"), kwargs: Mapping[str, Any]
                  | None = None, x_layout: str = "bhsd", cos_layout: str = "bsw",
@@ -137,7 +129,7 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
         if 2 * int(cos.shape[-1]) != int(x.shape[-1]) and not partial:
             raise AdapterOutputError(f"rotary width {2 * int(cos.shape[-1])} of {x.shape[-1]}")
         if cos_sin == "full":
-            cos, sin = _full_width(xp, cos, layout), _full_width(xp, sin, layout)
+            cos, sin = rotary.widen(xp, cos, layout), rotary.widen(xp, sin, layout)
         dtype = x.dtype if cos_dtype is None else getattr(xp, cos_dtype)
         cos, sin = xp.astype(cos, dtype), xp.astype(sin, dtype)
         shape = tuple(int(n) for n in x.shape)
@@ -299,7 +291,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
                 table = xp.take(table[0, ...], rows, axis=0)
                 table = xp.reshape(table, (int(pos2.shape[0]), seq, int(table.shape[-1])))
             if width == "half":
-                table = _full_width(xp, table, layout)
+                table = rotary.widen(xp, table, layout)
             tables.append(table)
         cos, sin = tables
         if int(cos.shape[-1]) != rd and "dim" not in passed:
