@@ -67,6 +67,70 @@ def _spec(encoding: str) -> Any:
     return found[encoding]
 
 
+def _own_pairing(spec: Any, layout: str | None, declared: dict[str, Any],
+                 fixed: dict[str, Any], passed: dict[str, str], defaults: dict[str, Any],
+                 label: str) -> tuple[str | None, dict[str, Any]]:
+    """``(pairing, declared)``: the pairing ``fn`` is fixed at (None: it takes the pairing
+    parameter), with the spec's default moved to it; ``fixed`` and ``defaults`` are updated."""
+    key = pairing_parameter(spec.function)[0]  # layout (ggml: mode)
+    if layout is None and key not in passed and fixed.get(key) in PAIRINGS:
+        # the other pairing declared unsupported on a fn without layout: it is fixed at this
+        # one, which is a convention to convert, not a scope
+        layout = fixed.pop(key)
+        declared = {k: v for k, v in declared.items() if k != key}
+    pairing = own_pairing(spec.function, layout, declared, key in passed, label)
+    if pairing is not None:  # the pairing fn is fixed at: the others are converted to it
+        defaults[key] = pairing_parameter(spec.function, pairing)[1]
+    return pairing, declared
+
+
+def _require_inputs(spec: Any, passed: dict[str, str], label: str) -> None:
+    missing = [i.name for i in spec.inputs if not i.optional and i.name not in passed]
+    if missing:
+        raise ParameterError(f"{label} takes no {missing[0]!r} (the input of {spec.id}); map "
+                             f"it: names={{{missing[0]!r}: 'its name in {label}'}}")
+
+
+def _keyword_arguments(values: dict[str, Any], spec: Any, passed: dict[str, str],
+                       signature: Signature, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``fn`` for a call's ``values`` (in scope), under its names."""
+    inputs = [i.name for i in spec.inputs]
+    for name in inputs:  # an optional input fn does not take, given: not what it computes
+        if name not in passed and getattr(values.get(name), "shape", None) is not None:
+            out_of_scope(f"it takes no {name!r} ({name} of shape "
+                         f"{[int(n) for n in values[name].shape]} given)")
+    kwargs = {}
+    for key in spec.parameters:  # a parameter fn requires gets the spec's default
+        if key not in values and passed.get(key) in signature.required and key in defaults:
+            values = {**values, key: defaults[key]}
+    for key, value in values.items():
+        if key not in passed:
+            continue
+        if value is None and key in inputs and passed[key] not in signature.required:
+            continue  # an optional input left to fn's own default
+        kwargs[passed[key]] = value
+    if "positions" in inputs and values.get("positions") is None and \
+            passed.get("positions") in signature.required:
+        x = values[inputs[0]]
+        xp = array_api.namespace(x=x)
+        kwargs[passed["positions"]] = array_api.asarray(xp, list(range(x.shape[-2])),
+                                                        device=array_api.device_of(x))
+    return kwargs
+
+
+def _probe(spec: Any, fn: Callable[..., Any], arguments: Callable[[dict[str, Any]], Any],
+           scope: Callable[[dict[str, Any]], str | None], label: str) -> Any:
+    """What ``fn`` itself returns for the first golden case in its scope that runs."""
+    for case in spec.cases:
+        if not case.inputs and scope(dict(case.params)) is None:
+            try:
+                return fn(**arguments(dict(case.params)))
+            except Exception:
+                continue
+    raise ParameterError(f"{label}: no golden case of {spec.id} in its scope ran, so its "
+                         "framework cannot be told from its result: give framework=")
+
+
 def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | None = None,
              unsupported: Mapping[str, Any] | None = None, *, framework: str | None = None,
              dtypes: tuple[str, ...] | None = None, label: str | None = None,
@@ -103,19 +167,8 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     defaults = spec.defaults()
     fixed = fixed_values(spec.parameters, declared, defaults)
     passed = {n: names.get(n, n) for n in known if signature.accepts(names.get(n, n))}
-    key = pairing_parameter(spec.function)[0]  # layout (ggml: mode)
-    if layout is None and key not in passed and fixed.get(key) in PAIRINGS:
-        # the other pairing declared unsupported on a fn without layout: it is fixed at this
-        # one, which is a convention to convert, not a scope
-        layout = fixed.pop(key)
-        declared = {k: v for k, v in declared.items() if k != key}
-    pairing = own_pairing(spec.function, layout, declared, key in passed, label)
-    if pairing is not None:  # the pairing fn is fixed at: the others are converted to it
-        defaults[key] = pairing_parameter(spec.function, pairing)[1]
-    missing = [i.name for i in spec.inputs if not i.optional and i.name not in passed]
-    if missing:
-        raise ParameterError(f"{label} takes no {missing[0]!r} (the input of {encoding}); map "
-                             f"it: names={{{missing[0]!r}: 'its name in {label}'}}")
+    pairing, declared = _own_pairing(spec, layout, declared, fixed, passed, defaults, label)
+    _require_inputs(spec, passed, label)
 
     def scope(params: dict[str, Any]) -> str | None:
         reason = declared_out_of_scope(params, declared, defaults)
@@ -145,37 +198,10 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     def arguments(values: dict[str, Any]) -> dict[str, Any]:
         out_of_scope(scope({k: v for k, v in values.items() if k in spec.parameters}))
         out_of_scope(declared_inputs_out_of_scope(values, declared))
-        for name in inputs:  # an optional input fn does not take, given: not what it computes
-            if name not in passed and getattr(values.get(name), "shape", None) is not None:
-                out_of_scope(f"it takes no {name!r} ({name} of shape "
-                             f"{[int(n) for n in values[name].shape]} given)")
-        kwargs = {}
-        for key in spec.parameters:  # a parameter fn requires gets the spec's default
-            if key not in values and passed.get(key) in signature.required and key in defaults:
-                values = {**values, key: defaults[key]}
-        for key, value in values.items():
-            if key not in passed:
-                continue
-            if value is None and key in inputs and passed[key] not in signature.required:
-                continue  # an optional input left to fn's own default
-            kwargs[passed[key]] = value
-        if "positions" in inputs and values.get("positions") is None and \
-                passed.get("positions") in signature.required:
-            x = values[inputs[0]]
-            xp = array_api.namespace(x=x)
-            kwargs[passed["positions"]] = array_api.asarray(xp, list(range(x.shape[-2])),
-                                                      device=array_api.device_of(x))
-        return kwargs
+        return _keyword_arguments(values, spec, passed, signature, defaults)
 
     def probe() -> Any:  # what fn itself returns, before any conversion
-        for case in spec.cases:
-            if not case.inputs and scope(dict(case.params)) is None:
-                try:
-                    return fn(**arguments(dict(case.params)))
-                except Exception:
-                    continue
-        raise ParameterError(f"{label}: no golden case of {encoding} in its scope ran, so its "
-                             "framework cannot be told from its result: give framework=")
+        return _probe(spec, fn, arguments, scope, label)
 
     call.posenc_supplies = None  # type: ignore[attr-defined]
     adapter = Adapter(spec.function, call, label, scope, framework, dtypes,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc import array_api
+from posenc import array_api, rotary
 from posenc.catalog import reference_function, specs
 from posenc.encodings.rope import rope_cos_sin
 from posenc.encodings.rope_frequencies import schedule, schedule_type
@@ -75,12 +75,36 @@ def _posenc_cos_sin(x: Any, positions: Any, params: Mapping[str, Any]) -> tuple[
     return xp.reshape(cos, shape), xp.reshape(sin, shape)
 
 
-def _full_width(xp: Any, half: Any, layout: str) -> Any:
-    """Half-width cos or sin, widened the way ``layout`` pairs features: (c, c) for half,
-    c0 c0 c1 c1 ... for interleaved."""
-    if layout == "half":
-        return xp.concat([half, half], axis=-1)
-    return xp.reshape(xp.stack([half, half], axis=-1), (*half.shape[:-1], 2 * half.shape[-1]))
+def _check_apply_options(layout: str, cos_sin: str, x_layout: str, cos_layout: str,
+                         source: str, args: tuple[str, ...]) -> None:
+    _choice("layout", layout, ("half", "interleaved"))
+    _choice("cos_sin", cos_sin, ("full", "half"))
+    _choice("x_layout", x_layout, ("bhsd", "bshd"))
+    _choice("cos_layout", cos_layout, ("bsw", "sw"))
+    _choice("source", source, ("reference", "posenc"))
+    for name in args:
+        _choice("args item", name, ("q", "k", "x", "cos", "sin"))
+    if "cos" not in args or "sin" not in args or not {"q", "x"} & set(args):
+        raise ParameterError(f"args={args!r}: name q (or x), cos and sin")
+
+
+def _apply_once(fn: Callable[..., Any], args: tuple[str, ...], extra: dict[str, Any],
+                label: str, xp: Any, x4: Any, cos: Any, sin: Any) -> Any:
+    """``fn``'s rotation of ``x4`` (given as q, and as k where it takes k: then k must come
+    back equal to q)."""
+    given = {"q": x4, "k": x4, "x": x4, "cos": cos, "sin": sin}
+    result = fn(*(given[name] for name in args), **extra)
+    out = result[0] if isinstance(result, tuple | list) else result
+    check_array(label, "rope (apply)", out, like=x4)
+    if "k" in args and isinstance(result, tuple | list) and len(result) > 1:
+        check_array(label, "rope (apply) k", result[1], like=x4)
+        k_out = result[1]
+        if not bool(xp.all((out == k_out) | ((out != out) & (k_out != k_out)))):
+            diff = xp.max(xp.abs(xp.astype(out, xp.float64) - xp.astype(k_out, xp.float64)))
+            raise AdapterOutputError(
+                f"{label} rotated k differently from q (the same tensor, the same cos/sin):"
+                f" max difference {float(diff):.3e}")
+    return out
 
 
 def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str = "full",
@@ -105,15 +129,7 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
     ``fn`` returns k as well, k (the same input as q) must come back equal to q.
     """
     label = label or label_of(fn)
-    _choice("layout", layout, ("half", "interleaved"))
-    _choice("cos_sin", cos_sin, ("full", "half"))
-    _choice("x_layout", x_layout, ("bhsd", "bshd"))
-    _choice("cos_layout", cos_layout, ("bsw", "sw"))
-    _choice("source", source, ("reference", "posenc"))
-    for name in args:
-        _choice("args item", name, ("q", "k", "x", "cos", "sin"))
-    if "cos" not in args or "sin" not in args or not {"q", "x"} & set(args):
-        raise ParameterError(f"args={args!r}: name q (or x), cos and sin")
+    _check_apply_options(layout, cos_sin, x_layout, cos_layout, source, args)
     extra = dict(kwargs or {})
 
     def scope(params: dict[str, Any]) -> str | None:
@@ -137,7 +153,7 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
         if 2 * int(cos.shape[-1]) != int(x.shape[-1]) and not partial:
             raise AdapterOutputError(f"rotary width {2 * int(cos.shape[-1])} of {x.shape[-1]}")
         if cos_sin == "full":
-            cos, sin = _full_width(xp, cos, layout), _full_width(xp, sin, layout)
+            cos, sin = rotary.widen(xp, cos, layout), rotary.widen(xp, sin, layout)
         dtype = x.dtype if cos_dtype is None else getattr(xp, cos_dtype)
         cos, sin = xp.astype(cos, dtype), xp.astype(sin, dtype)
         shape = tuple(int(n) for n in x.shape)
@@ -160,19 +176,7 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
         return xp.reshape(out, shape)
 
     def rotate(xp: Any, x4: Any, cos: Any, sin: Any) -> Any:
-        given = {"q": x4, "k": x4, "x": x4, "cos": cos, "sin": sin}
-        result = fn(*(given[name] for name in args), **extra)
-        out = result[0] if isinstance(result, tuple | list) else result
-        check_array(label, "rope (apply)", out, like=x4)
-        if "k" in args and isinstance(result, tuple | list) and len(result) > 1:
-            check_array(label, "rope (apply) k", result[1], like=x4)
-            k_out = result[1]
-            if not bool(xp.all((out == k_out) | ((out != out) & (k_out != k_out)))):
-                diff = xp.max(xp.abs(xp.astype(out, xp.float64) - xp.astype(k_out, xp.float64)))
-                raise AdapterOutputError(
-                    f"{label} rotated k differently from q (the same tensor, the same cos/sin):"
-                    f" max difference {float(diff):.3e}")
-        return out
+        return _apply_once(fn, args, extra, label, xp, x4, cos, sin)
 
     call.posenc_supplies = (f"cos/sin from posenc's {source} "  # type: ignore[attr-defined]
                             f"({'NumPy float64' if source == 'reference' else 'exact phases'})")
@@ -200,6 +204,79 @@ def _rotate(xp: Any, x: Any, cos: Any, sin: Any, layout: str) -> Any:
     return xp.concat([rotated, x[..., rd:]], axis=-1)
 
 
+def _table_length(pos: Any, max_length: int | None) -> int:
+    """The length of the table a builder makes for positions ``pos`` (0 .. max)."""
+    host = to_numpy(pos)
+    if host.size and host.min() < 0:
+        out_of_scope("negative positions: it builds a table for positions 0 .. length-1")
+    length = int(host.max(initial=-1)) + 1
+    if max_length is not None and length > max_length:
+        out_of_scope(f"position {length - 1} is beyond its table (max_length={max_length})")
+    return length
+
+
+def _cache_table(label: str, part: Any, x: Any, pos2: Any, *, by_length: bool, width: str,
+                 layout: str) -> Any:
+    """A returned cos or sin as ``[batch or 1, seq, rotary_dim]`` in float32 (float64 for
+    float64 x): checked, read at the positions ``pos2`` ``[batch, seq]`` where the builder
+    made a table of a length, and widened from half width."""
+    xp = array_api.namespace(x=x)
+    seq = int(x.shape[-2])
+    check_array(label, "cos/sin cache", part, like=x, dtype=part.dtype
+                if hasattr(part, "dtype") else None, any_shape=True)
+    table = xp.astype(part, xp.float64 if x.dtype == xp.float64 else xp.float32)
+    lead = [int(n) for n in table.shape[:-2]]
+    if any(n != 1 for n in lead[:-1]) or (lead and lead[-1] not in (1, pos2.shape[0])):
+        raise AdapterOutputError(f"{label} (cos/sin cache adapter) returned shape "
+                                 f"{list(part.shape)}: expected [..., seq, width]")
+    table = xp.reshape(table, (lead[-1] if lead else 1, *table.shape[-2:]))
+    if by_length:  # rows at the positions
+        rows = xp.reshape(xp.astype(pos2, xp.int64), (-1,))
+        table = xp.take(table[0, ...], rows, axis=0)
+        table = xp.reshape(table, (int(pos2.shape[0]), seq, int(table.shape[-1])))
+    if width == "half":
+        table = rotary.widen(xp, table, layout)
+    return table
+
+
+def _builder_names(fn: Callable[..., Any], names: Mapping[str, str] | None,
+                   label: str) -> dict[str, str]:
+    """posenc's name -> the builder's, for each of :data:`CACHE_NAMES` it takes."""
+    names = dict(names or {})
+    # a module (transformers' LlamaRotaryEmbedding) is called through its forward's signature
+    signature = Signature(fn if inspect.isroutine(fn) else getattr(fn, "forward", fn), label)
+    signature.check_names(names, CACHE_NAMES, "a cos/sin cache builder")
+    passed = {n: names.get(n, n) for n in CACHE_NAMES if signature.accepts(names.get(n, n))}
+    if "positions" not in passed and "length" not in passed:
+        raise ParameterError(f"{label} takes neither positions nor length: map one, e.g. "
+                             "names={'length': 'seq_len'}")
+    return passed
+
+
+def _build(fn: Callable[..., Any], kwargs: dict[str, Any], params: dict[str, Any],
+           label: str) -> Any:
+    """The builder's ``(cos, sin)``; a KeyError for a value of the call is unsupported."""
+    try:
+        result = fn(**kwargs)
+    except KeyError as exc:
+        reason = refused(exc, {**_DEFAULTS, **params})
+        if reason is None:
+            raise
+        raise Unsupported(reason) from exc
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        raise AdapterOutputError(f"{label} (cos/sin cache adapter) returned "
+                                 f"{type(result).__name__}, not a pair (cos, sin)")
+    return result
+
+
+def _lined_up(xp: Any, x: Any, positions: Any, cos: Any, sin: Any) -> tuple[Any, Any]:
+    """Tables ``[batch or 1, seq, r]`` lined up with ``x`` ``[b, ..., s, d]``."""
+    if positions is not None and positions.ndim == 2:
+        shape = (int(cos.shape[0]), *([1] * (x.ndim - 3)), int(x.shape[-2]), int(cos.shape[-1]))
+        return xp.reshape(cos, shape), xp.reshape(sin, shape)
+    return cos[0, ...], sin[0, ...]
+
+
 def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None,
                   unsupported: Mapping[str, Any] | None = None, *, layout: str = "half",
                   width: str = "full", batched_positions: bool = False,
@@ -222,14 +299,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
     label = label or label_of(fn)
     _choice("layout", layout, ("half", "interleaved"))
     _choice("width", width, ("full", "half"))
-    names = dict(names or {})
-    # a module (transformers' LlamaRotaryEmbedding) is called through its forward's signature
-    signature = Signature(fn if inspect.isroutine(fn) else getattr(fn, "forward", fn), label)
-    signature.check_names(names, CACHE_NAMES, "a cos/sin cache builder")
-    passed = {n: names.get(n, n) for n in CACHE_NAMES if signature.accepts(names.get(n, n))}
-    if "positions" not in passed and "length" not in passed:
-        raise ParameterError(f"{label} takes neither positions nor length: map one, e.g. "
-                             "names={'length': 'seq_len'}")
+    passed = _builder_names(fn, names, label)
     declared = unsupported_values(unsupported, ROPE_PARAMS, "rope", ("x", "positions"))
     own_pairing("rope", layout, declared, False, label)  # not also scoped out
     taken = {"base", "scaling", "seq_len"} & set(passed)
@@ -266,42 +336,12 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
         if "positions" in passed:
             values["positions"] = pos2 if batched_positions else pos
         else:
-            host = to_numpy(pos)
-            if host.size and host.min() < 0:
-                out_of_scope("negative positions: it builds a table for positions 0 .. length-1")
-            values["length"] = int(host.max(initial=-1)) + 1
-            if max_length is not None and values["length"] > max_length:
-                out_of_scope(f"position {values['length'] - 1} is beyond its table "
-                             f"(max_length={max_length})")
+            values["length"] = _table_length(pos, max_length)
         out_of_scope(declared_inputs_out_of_scope({"x": x, "positions": positions}, declared))
-        try:
-            result = fn(**{passed[k]: v for k, v in values.items() if k in passed})
-        except KeyError as exc:
-            reason = refused(exc, {**_DEFAULTS, **params})
-            if reason is None:
-                raise
-            raise Unsupported(reason) from exc
-        if not isinstance(result, tuple | list) or len(result) != 2:
-            raise AdapterOutputError(f"{label} (cos/sin cache adapter) returned "
-                                     f"{type(result).__name__}, not a pair (cos, sin)")
-        tables = []
-        for part in result:
-            check_array(label, "cos/sin cache", part, like=x, dtype=part.dtype
-                        if hasattr(part, "dtype") else None, any_shape=True)
-            table = xp.astype(part, xp.float64 if x.dtype == xp.float64 else xp.float32)
-            lead = [int(n) for n in table.shape[:-2]]
-            if any(n != 1 for n in lead[:-1]) or (lead and lead[-1] not in (1, pos2.shape[0])):
-                raise AdapterOutputError(f"{label} (cos/sin cache adapter) returned shape "
-                                         f"{list(part.shape)}: expected [..., seq, width]")
-            table = xp.reshape(table, (lead[-1] if lead else 1, *table.shape[-2:]))
-            if "length" in values:  # rows at the positions
-                rows = xp.reshape(xp.astype(pos2, xp.int64), (-1,))
-                table = xp.take(table[0, ...], rows, axis=0)
-                table = xp.reshape(table, (int(pos2.shape[0]), seq, int(table.shape[-1])))
-            if width == "half":
-                table = _full_width(xp, table, layout)
-            tables.append(table)
-        cos, sin = tables
+        result = _build(fn, {passed[k]: v for k, v in values.items() if k in passed}, params,
+                        label)
+        cos, sin = (_cache_table(label, part, x, pos2, by_length="length" in values,
+                                 width=width, layout=layout) for part in result)
         if int(cos.shape[-1]) != rd and "dim" not in passed:
             out_of_scope(f"its tables are {int(cos.shape[-1])} wide: rotary width {rd} is out "
                          "of its scope")
@@ -309,12 +349,7 @@ def cos_sin_cache(fn: Callable[..., Any], names: Mapping[str, str] | None = None
             raise AdapterOutputError(
                 f"{label} (cos/sin cache adapter) returned cos of shape {list(result[0].shape)}:"
                 f" expected {seq} rows of width {rd // (2 if width == 'half' else 1)}")
-        if positions is not None and positions.ndim == 2:  # line batch up with x[b, ..., s, :]
-            shape = (int(cos.shape[0]), *([1] * (x.ndim - 3)), seq, int(cos.shape[-1]))
-            cos, sin = xp.reshape(cos, shape), xp.reshape(sin, shape)
-        else:
-            cos, sin = cos[0, ...], sin[0, ...]
-        return _rotate(xp, x, cos, sin, layout)
+        return _rotate(xp, x, *_lined_up(xp, x, positions, cos, sin), layout)
 
     return declare_pairing(Adapter("rope", call, label, scope, framework), layout)
 

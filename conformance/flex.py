@@ -121,6 +121,31 @@ def _held(t: Any) -> int:
     return int(t.untyped_storage().nbytes()) // max(int(t.element_size()), 1)
 
 
+def _check_state(torch: Any, name: str, score_mod: Any, heads: int, q_len: int,
+                 k_len: int) -> None:
+    """No [q_len, k_len] state: what the score_mod holds grows like heads · (q_len + k_len)."""
+    captured = captured_tensors(score_mod, torch.Tensor)
+    held = sum(_held(t) for t in captured)
+    bound = STATE_PER_HEAD_AND_POSITION * heads * (q_len + k_len)
+    if held > bound:
+        shapes = ", ".join(str(tuple(t.shape)) for t in captured)
+        raise CheckFailure(f"{name}: the score_mod holds {held} elements (tensors {shapes}), more "
+                           f"than {bound} = {STATE_PER_HEAD_AND_POSITION}·heads·(q_len + k_len): "
+                           f"a materialised bias is {heads * q_len * k_len}")
+
+
+def _causal(ctx: Context, create_block_mask: Any, device: Any, query_offset: int | None,
+            q_len: int, k_len: int) -> tuple[Any, Any, Any]:
+    """``(mask, backend mask, block mask)`` hiding keys after ``query_offset + i`` (all None
+    without an offset)."""
+    if query_offset is None:
+        return None, None, None
+    mask = np.arange(k_len)[None, :] <= query_offset + np.arange(q_len)[:, None]
+    mask_t = ctx.backend.from_numpy(mask, "bool", ctx.device)
+    mask_mod = factory(ctx, "causal_mask_mod")(query_offset, device=device)
+    return mask, mask_t, create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
+
+
 def check_score_mod(
     ctx: Context, *, name: str, build: Callable[[Callable[..., Any], dict[str, Any], Any], Any],
     inputs: dict[str, np.ndarray], params: dict[str, Any], heads: int, q_len: int, k_len: int,
@@ -140,26 +165,14 @@ def check_score_mod(
     arrays = {n: ctx._convert(n, v) for n, v in inputs.items()}
     score_mod = build(make, arrays, device)
 
-    # no [q_len, k_len] state: what the score_mod holds grows like heads · (q_len + k_len)
-    captured = captured_tensors(score_mod, torch.Tensor)
-    held = sum(_held(t) for t in captured)
-    bound = STATE_PER_HEAD_AND_POSITION * heads * (q_len + k_len)
-    if held > bound:
-        shapes = ", ".join(str(tuple(t.shape)) for t in captured)
-        raise CheckFailure(f"{name}: the score_mod holds {held} elements (tensors {shapes}), more "
-                           f"than {bound} = {STATE_PER_HEAD_AND_POSITION}·heads·(q_len + k_len): "
-                           f"a materialised bias is {heads * q_len * k_len}")
+    _check_state(torch, name, score_mod, heads, q_len, k_len)
 
     q = ctx.normal((BATCH, heads, q_len, HEAD_DIM), 11)
     k = ctx.normal((BATCH, heads, k_len, HEAD_DIM), 12)
     v = ctx.normal((BATCH, heads, k_len, HEAD_DIM), 13)
     qt, kt, vt = (ctx.backend.from_numpy(a, ctx.dtype, ctx.device) for a in (q, k, v))
-    mask = block_mask = mask_t = None
-    if query_offset is not None:
-        mask = np.arange(k_len)[None, :] <= query_offset + np.arange(q_len)[:, None]
-        mask_t = ctx.backend.from_numpy(mask, "bool", ctx.device)
-        mask_mod = factory(ctx, "causal_mask_mod")(query_offset, device=device)
-        block_mask = create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
+    mask, mask_t, block_mask = _causal(ctx, create_block_mask, device, query_offset, q_len,
+                                       k_len)
 
     def run_flex(mod: Any) -> Any:
         with warnings.catch_warnings():  # eager mode: "called without torch.compile()"

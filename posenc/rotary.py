@@ -122,6 +122,56 @@ def rotate(xp: ModuleType, head: Any, cos: Any, sin: Any, layout: str) -> Any:
                       (*tuple(head.shape[:-1]), r))
 
 
+def widen(xp: ModuleType, half: Any, layout: str) -> Any:
+    """Half-width ``[..., r/2]`` values (cos, sin or a frequency per pair) at full width
+    ``[..., r]`` in the layout's feature order: ``(c, c)`` for half, ``c0 c0 c1 c1 ...`` for
+    interleaved."""
+    return _paired(xp, half, half, layout)
+
+
+def signed_frequencies(inv_freq: Sequence[float], layout: str) -> tuple[float, ...]:
+    """The frequencies at full rotary width, ``-f`` on each pair's first member and ``+f`` on
+    its second, in the layout's feature order: cos is even and sin odd, so the cos and sin of
+    ``p * signed`` are the full-width cos and the signed sin that
+    ``x * cos + partner(x) * sin`` rotates by."""
+    if layout == "half":
+        return (*(-f for f in inv_freq), *inv_freq)
+    return tuple(v for f in inv_freq for v in (-f, f))
+
+
+def cos_sin_table(xp: ModuleType, inv_freq: Sequence[float], rows: int, *, layout: str,
+                  attention_factor: float = 1.0, device: Any = None) -> Any:
+    """The float32 table ``[rows, 2, r]`` of positions ``0 .. rows-1``: row ``p`` holds cos
+    and the signed sin (``-sin`` on a pair's first member) at full rotary width in the
+    layout's order, both times ``attention_factor``, from exact phases. One gather then
+    serves q and k, and the rotation is ``x * cos + partner(x) * sin``."""
+    compute = xp.float32
+    positions = xp.arange(rows, device=device) if device is not None else xp.arange(rows)
+    p = xp.expand_dims(xp.astype(positions, compute), axis=-1)
+    cos, sin = cos_sin(xp, phases(xp, p, inv_freq, compute=compute, device=device),
+                       attention_factor)
+    return xp.stack([widen(xp, cos, layout), _paired(xp, -sin, sin, layout)], axis=1)
+
+
+def schedule_tables(xp: ModuleType, schedule: Any, rows: int, *, layout: str,
+                    device: Any = None) -> tuple[Any, Any]:
+    """``(table, table_long)``: :func:`cos_sin_table` of a resolved frequency schedule, and of
+    LongRoPE's long frequencies (None without a run-time switch)."""
+    def table(inv_freq: Sequence[float]) -> Any:
+        return cos_sin_table(xp, inv_freq, rows, layout=layout,
+                             attention_factor=schedule.attention_factor, device=device)
+    long = schedule.long_inv_freq
+    return table(schedule.inv_freq), None if long is None else table(long)
+
+
+def _paired(xp: ModuleType, first: Any, second: Any, layout: str) -> Any:
+    """``[..., r]`` with ``first`` on each pair's first member and ``second`` on its second."""
+    if layout == "half":
+        return xp.concat([first, second], axis=-1)
+    return xp.reshape(xp.stack([first, second], axis=-1),
+                      (*tuple(first.shape[:-1]), 2 * int(first.shape[-1])))
+
+
 def head_width(dim: int) -> int:
     """``x.shape[-1] = dim`` holds a pair of features to rotate."""
     if dim < 2:

@@ -250,6 +250,15 @@ def test_families_page_is_fresh() -> None:
     assert family_sweep.recorded_hash(text) != family_sweep.inputs_hash(version + ".dev")
 
 
+def test_the_page_hash_covers_every_sweep_module() -> None:
+    """A module the sweep is split into outside the hashed lists would change the page's
+    verdicts without making it stale."""
+    assert {p.name for p in (ROOT / "conformance").glob("family_*.py")} == \
+        set(family_sweep.SWEEP_MODULES)
+    assert {p.name for p in (ROOT / "backends").glob("transformers_*.py")} == \
+        set(family_sweep.OBSERVER_MODULES)
+
+
 def test_the_page_covers_150_families_with_a_verdict_each() -> None:
     rows = [line for line in PAGE.read_text(encoding="utf-8").splitlines()
             if line.startswith("| `")]

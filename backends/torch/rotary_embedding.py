@@ -3,7 +3,6 @@ one pass (k may have fewer heads), and in-place or ``out=`` rotation."""
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -13,7 +12,7 @@ from torch import nn
 
 from posenc import array_api, params, rotary
 from posenc.encodings import learned
-from posenc.encodings.rope import rope_cos_sin, rope_schedule
+from posenc.encodings.rope import position_schedule, rope_cos_sin
 from posenc.errors import ParameterError
 
 from . import native as torch_native
@@ -53,16 +52,9 @@ class RotaryEmbedding(nn.Module):
         self.head_dim = None if head_dim is None else params.integer("head_dim", head_dim,
                                                                        minimum=2)
         self.max_positions = max_positions
-        self._schedule = None
         self._turns_by_device: dict[Any, torch.Tensor] = {}
-        if self.head_dim is not None:
-            # the schedule as rope() resolves it for explicit positions (LongRoPE switches at
-            # run time); dynamic NTK depends on the length, so it needs seq_len for a table
-            dynamic = scaling is not None and (scaling.get("rope_type") or scaling.get("type")) \
-                == "dynamic"
-            if not (dynamic and seq_len is None):
-                self._schedule = rope_schedule(self.head_dim, rotary_dim, base, scaling, seq_len,
-                                          positions=True, seq=0)
+        self._schedule = None if self.head_dim is None else position_schedule(
+            self.head_dim, rotary_dim, base, scaling, seq_len)
         if max_positions is not None:
             if self._schedule is None:
                 raise ParameterError(
@@ -78,19 +70,13 @@ class RotaryEmbedding(nn.Module):
         self._build_tables(device)
 
     def _build_tables(self, device: Any) -> None:
-        """``table`` (and ``table_long`` for LongRoPE): ``[max_positions, 2, rotary_dim]``
-        float32, row p = (cos, signed sin) at full rotary width in the layout's order, so that
-        one gather serves q and k and the rotation is ``x * cos + partner(x) * sin``."""
-        tables: list[torch.Tensor | None] = [None, None]
+        """``table`` (and ``table_long`` for LongRoPE): the core's float32
+        ``[max_positions, 2, rotary_dim]`` tables (``posenc.rotary.schedule_tables``)."""
+        tables = (None, None)
         if self.max_positions is not None:
             xp = array_api.namespace(x=torch.empty(0))
-            p = torch.arange(self.max_positions, dtype=torch.float32, device=device)[:, None]
-            sched = self._schedule
-            freqs = [sched.inv_freq] + ([sched.long_inv_freq] if sched.long_inv_freq else [])
-            for i, inv_freq in enumerate(freqs):
-                angles = rotary.phases(xp, p, inv_freq, compute=torch.float32, device=device)
-                cos, sin = rotary.cos_sin(xp, angles, sched.attention_factor)
-                tables[i] = _full_width(cos, sin, self.config["layout"])
+            tables = rotary.schedule_tables(xp, self._schedule, self.max_positions,
+                                            layout=self._layout, device=device)
         for name, table in zip(("table", "table_long"), tables, strict=True):
             self.register_buffer(name, table, persistent=False)
 
@@ -183,10 +169,7 @@ class RotaryEmbedding(nn.Module):
         angles = torch_native.phases_from_turns(positions[..., None],
                                                 self._signed_turns(positions.device),
                                                 torch.float32)
-        cos, sin = torch.cos(angles), torch.sin(angles)
-        if sched.attention_factor != 1.0:
-            cos, sin = cos * sched.attention_factor, sin * sched.attention_factor
-        return cos, sin
+        return rotary.cos_sin(xp, angles, sched.attention_factor)
 
     def _signed_turns(self, device: Any) -> torch.Tensor:
         """The signed full-width frequencies in float64 turns on ``device``, made once per
@@ -194,7 +177,7 @@ class RotaryEmbedding(nn.Module):
         turns = self._turns_by_device.get(device)
         if turns is None:
             turns = torch_native.turns64(
-                _signed_frequencies(self._schedule.inv_freq, self._layout), device)
+                rotary.signed_frequencies(self._schedule.inv_freq, self._layout), device)
             self._turns_by_device[device] = turns
         return turns
 
@@ -302,24 +285,6 @@ def _fills_new_tensors(xs: tuple[torch.Tensor, ...], cos: torch.Tensor,
     if xs[0].numel() < _FILL_FROM or array_api.is_traced(xs[0]):
         return False
     return torch_native.out_ops_allowed(*xs, cos, sin)
-
-
-def _full_width(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """``[n, 2, r]`` from half-width ``cos``/``sin`` ``[n, r/2]``: cos repeated over each pair
-    and sin signed (−sin on a pair's first member), in the layout's feature order."""
-    if layout == "half":
-        return torch.stack([torch.cat([cos, cos], -1), torch.cat([-sin, sin], -1)], 1)
-    return torch.stack([torch.stack([cos, cos], -1).flatten(-2),
-                        torch.stack([-sin, sin], -1).flatten(-2)], 1)
-
-
-@functools.lru_cache(maxsize=64)
-def _signed_frequencies(inv_freq: tuple[float, ...], layout: str) -> tuple[float, ...]:
-    """The frequencies at full rotary width, ``-f`` on each pair's first member and ``+f`` on
-    its second, in the layout's feature order."""
-    if layout == "half":
-        return (*(-f for f in inv_freq), *inv_freq)
-    return tuple(v for f in inv_freq for v in (-f, f))
 
 
 def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -26,18 +26,9 @@ def _ggml_yarn_mscale(freq_scale: float) -> float:
     return 1.0 + 0.1 * math.log(1.0 / freq_scale)
 
 
-def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = None
-            ) -> dict[str, Any]:
-    """ggml rope parameters equal to ``layer``'s rope (keys as :func:`posenc.ggml_rope` takes
-    them). ``mode``: by default ``neox`` for transformers' half layout on unpermuted weights,
-    ``normal`` for an interleaved checkpoint (DeepSeek), ``mrope``/``imrope`` with
-    ``mrope_section``; ``normal`` on a half-layout model needs the q/k weights permuted with
-    ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
-    LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
-    require_layer(layer)
-    if n_ctx is not None:
-        n_ctx = checks.count("n_ctx", n_ctx)
-    scaling, name = layer.scaling, layer.rope_type
+def _mode(layer: RopeLayer, mode: str | None) -> str:
+    """The ggml mode: ``mode`` checked against the layer's M-RoPE sections, or its default."""
+    scaling = layer.scaling
     require_qwen_mrope(layer, "ggml's 'mrope' and 'imrope' modes run")
     sections = layer.mrope_section
     default_mode = ("imrope" if scaling.get("mrope_interleaved") else "mrope") if sections \
@@ -54,6 +45,23 @@ def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = No
                              "no transformers text rope config describes")
     if not sections and mode in ("mrope", "imrope"):
         raise ParameterError(f"mode={mode!r} needs mrope_section in the config")
+    return mode
+
+
+def to_ggml(layer: RopeLayer, *, mode: str | None = None, n_ctx: int | None = None
+            ) -> dict[str, Any]:
+    """ggml rope parameters equal to ``layer``'s rope (keys as :func:`posenc.ggml_rope` takes
+    them). ``mode``: by default ``neox`` for transformers' half layout on unpermuted weights,
+    ``normal`` for an interleaved checkpoint (DeepSeek), ``mrope``/``imrope`` with
+    ``mrope_section``; ``normal`` on a half-layout model needs the q/k weights permuted with
+    ``permute_qk(to='interleaved')``. ``n_ctx``: the context llama.cpp allocates, which picks
+    LongRoPE's factors (long when ``n_ctx > original_max_position_embeddings``)."""
+    require_layer(layer)
+    if n_ctx is not None:
+        n_ctx = checks.count("n_ctx", n_ctx)
+    scaling, name = layer.scaling, layer.rope_type
+    mode = _mode(layer, mode)
+    sections = layer.mrope_section
     resolved = layer.resolve()
     r = resolved.rotary_dim
     base = float(scaling["rope_theta"])

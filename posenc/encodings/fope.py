@@ -74,6 +74,32 @@ def _rotary_dim(value: Any, dim: int) -> int:
     return value
 
 
+def _mixed_cos_sin(xp: Any, p: Any, omega: Any, cos_coef: Any, sin_coef: Any, *, seq: int,
+                   half: int, batched: bool, integral: bool, device: Any) -> tuple[Any, Any]:
+    """``C`` and ``S`` ``[(batch,) groups, seq, half]``: the kept frequencies' cos and sin mixed
+    by the coefficients, then 1 and 0 (frequency zero) for the clipped pairs. ``p``: the
+    positions ``[(batch,) seq, 1]`` in the compute dtype."""
+    compute, kept = p.dtype, len(omega)
+    if kept:
+        angles = rotary.phases(xp, p, omega, compute=compute, device=device, integral=integral)
+        if batched:  # [batch, seq, M] -> [batch, 1, seq, M] against the coefficient heads
+            angles = angles[:, None, ...]
+        a = xp.astype(cos_coef if cos_coef.ndim == 3 else cos_coef[None, ...], compute)
+        b = xp.astype(sin_coef if sin_coef.ndim == 3 else sin_coef[None, ...], compute)
+        cos = xp.matmul(xp.cos(angles), a)  # [(batch,) groups, seq, M]
+        sin = xp.matmul(xp.sin(angles), b)
+        pad = (*tuple(cos.shape[:-1]), half - kept)
+        cos = xp.concat([cos, xp.full(pad, 1.0, dtype=compute, device=device)], axis=-1)
+        sin = xp.concat([sin, xp.zeros(pad, dtype=compute, device=device)], axis=-1)
+    else:  # every frequency clipped: the identity
+        shape = (*tuple(p.shape[:-2]), 1, seq, half)
+        if batched:
+            shape = (p.shape[0], 1, seq, half)
+        cos = xp.full(shape, 1.0, dtype=compute, device=device)
+        sin = xp.zeros(shape, dtype=compute, device=device)
+    return cos, sin
+
+
 def fope(
     x: Any, cos_coef: Any, sin_coef: Any, positions: Any = None, *, base: float = 10000.0,
     max_position_embeddings: int = 4096, num_inv_freq: int | None = None,
@@ -127,23 +153,8 @@ def fope(
         array_api.assert_position_range(xp, positions, compute=compute)
     integral = xp.isdtype(positions.dtype, "integral")
     p = xp.astype(positions, compute)[..., None]
-    if kept:
-        angles = rotary.phases(xp, p, omega, compute=compute, device=device, integral=integral)
-        if batched:  # [batch, seq, M] -> [batch, 1, seq, M] against the coefficient heads
-            angles = angles[:, None, ...]
-        a = xp.astype(cos_coef if cos_coef.ndim == 3 else cos_coef[None, ...], compute)
-        b = xp.astype(sin_coef if sin_coef.ndim == 3 else sin_coef[None, ...], compute)
-        cos = xp.matmul(xp.cos(angles), a)  # [(batch,) groups, seq, M]
-        sin = xp.matmul(xp.sin(angles), b)
-        pad = (*tuple(cos.shape[:-1]), half - kept)
-        cos = xp.concat([cos, xp.full(pad, 1.0, dtype=compute, device=device)], axis=-1)
-        sin = xp.concat([sin, xp.zeros(pad, dtype=compute, device=device)], axis=-1)
-    else:  # every frequency clipped: the identity
-        shape = (*tuple(p.shape[:-2]), 1, seq, half)
-        if batched:
-            shape = (p.shape[0], 1, seq, half)
-        cos = xp.full(shape, 1.0, dtype=compute, device=device)
-        sin = xp.zeros(shape, dtype=compute, device=device)
+    cos, sin = _mixed_cos_sin(xp, p, omega, cos_coef, sin_coef, seq=seq, half=half,
+                              batched=batched, integral=integral, device=device)
     # [(batch,) groups, seq, half] -> [(batch, 1...,) groups, 1, seq, half] against x split
     # into [..., groups, heads / groups, seq, dim]
     cos, sin = cos[..., None, :, :], sin[..., None, :, :]

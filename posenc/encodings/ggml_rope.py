@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np  # host-side float32 rounding of static parameters only
@@ -145,9 +146,27 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
                              "posenc.backends.<framework> functions convert lists)")
     array_api.check_floating(xp, "x", x)
     params.choice("mode", mode, MODES)
+    n_dims = _rotated_width(x, n_dims, mode)
+    yarn = _Yarn.checked(freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow,
+                         n_ctx_orig)
+    secs = _sections(mode, sections)
+    n_pairs = n_dims if mode == "vision" else n_dims // 2
+    factors = _freq_factors(freq_factors, n_pairs)
+    positions = _checked_positions(xp, x, positions, secs, mode)
+    ops = _Float32(xp, array_api.device_of(x), array_api.compute_dtype(xp, x.dtype))
+    cos, sin = _cos_sin(ops, positions, yarn, factors, n_dims, _ladders(n_pairs, mode, secs),
+                        multi=secs is not None)
+    return _rotate(ops, x, cos, sin, _pairs(mode, n_dims, n_pairs))
+
+
+# -- arguments ----------------------------------------------------------------------------
+
+def _rotated_width(x: Any, n_dims: int | None, mode: str) -> int:
+    """``n_dims`` checked against ``x`` ``[..., seq, dim]`` (``dim`` or ``dim / 2`` for vision
+    by default)."""
     if x.ndim < 2:
         raise ParameterError(f"x must be [..., seq, dim], got shape {tuple(x.shape)}")
-    seq, dim = int(x.shape[-2]), int(x.shape[-1])
+    dim = int(x.shape[-1])
     if n_dims is None:  # the whole head: an error names x's width, which set it
         if dim < 2 or (dim % 2 and mode != "vision"):
             raise ParameterError(
@@ -162,35 +181,71 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
         raise ParameterError(f"mode='vision' needs n_dims = dim / 2 = {dim / 2:g}, got {n_dims}")
     if n_dims > dim:
         raise ParameterError(f"n_dims={n_dims} exceeds the head width dim={dim}")
-    freq_base = _number("freq_base", freq_base, positive=True)
-    freq_scale = _number("freq_scale", freq_scale, positive=True)
-    ext_factor = _number("ext_factor", ext_factor)
-    attn_factor = _number("attn_factor", attn_factor)
-    beta_fast = _number("beta_fast", beta_fast)
-    beta_slow = _number("beta_slow", beta_slow)
-    n_ctx_orig = params.size("n_ctx_orig", n_ctx_orig, minimum=0)
-    if ext_factor != 0 and n_ctx_orig < 1:
-        raise ParameterError(f"ext_factor={ext_factor!r} (YaRN) needs n_ctx_orig >= 1, "
-                             f"got {n_ctx_orig}")
-    if ext_factor != 0 and _f32(freq_base) == 1:
-        raise ParameterError(f"freq_base={freq_base!r} with ext_factor={ext_factor!r} (YaRN): "
-                             "the correction dims divide by ln(freq_base) = 0")
-    secs = _sections(mode, sections)
-    n_pairs = n_dims if mode == "vision" else n_dims // 2
-    if freq_factors is not None:
-        if not isinstance(freq_factors, list | tuple | np.ndarray) or len(freq_factors) != n_pairs:
-            raise ParameterError(f"freq_factors must be a list of {n_pairs} numbers (one per "
-                                 f"rotated pair), got {freq_factors!r}")
-        factors = [_f32(_number(f"freq_factors[{i}]", v, positive=True))
-                   for i, v in enumerate(freq_factors)]
-    else:
-        factors = [1.0] * n_pairs
+    return n_dims
 
+
+@dataclass(frozen=True)
+class _Yarn:
+    """ggml's float32 frequency and YaRN parameters, checked."""
+
+    freq_base: float
+    freq_scale: float
+    ext_factor: float
+    attn_factor: float
+    beta_fast: float
+    beta_slow: float
+    n_ctx_orig: int
+
+    @classmethod
+    def checked(cls, freq_base: Any, freq_scale: Any, ext_factor: Any, attn_factor: Any,
+                beta_fast: Any, beta_slow: Any, n_ctx_orig: Any) -> _Yarn:
+        yarn = cls(_number("freq_base", freq_base, positive=True),
+                   _number("freq_scale", freq_scale, positive=True),
+                   _number("ext_factor", ext_factor), _number("attn_factor", attn_factor),
+                   _number("beta_fast", beta_fast), _number("beta_slow", beta_slow),
+                   params.size("n_ctx_orig", n_ctx_orig, minimum=0))
+        if yarn.ext_factor != 0 and yarn.n_ctx_orig < 1:
+            raise ParameterError(f"ext_factor={yarn.ext_factor!r} (YaRN) needs n_ctx_orig >= 1, "
+                                 f"got {yarn.n_ctx_orig}")
+        if yarn.ext_factor != 0 and _f32(yarn.freq_base) == 1:
+            raise ParameterError(f"freq_base={yarn.freq_base!r} with ext_factor="
+                                 f"{yarn.ext_factor!r} (YaRN): the correction dims divide by "
+                                 "ln(freq_base) = 0")
+        return yarn
+
+    def ramp(self, n_dims: int, n_pairs: int) -> tuple[list[float], float]:
+        """``(keep, mscale)`` on the host, float32 as ggml-cpu: the weight of theta_extrap per
+        pair and the attention factor."""
+        mscale = _f32(self.attn_factor)
+        keep = [0.0] * n_pairs
+        if self.ext_factor == 0:
+            return keep, mscale
+        low, high = corr_dims(n_dims, self.n_ctx_orig, self.freq_base, self.beta_fast,
+                              self.beta_slow)
+        width = max(_f32(0.001), _f32(high - low))
+        keep = [_f32(_f32(1.0 - min(1.0, max(0.0, _f32(_f32(i - low) / width))))
+                     * _f32(self.ext_factor)) for i in range(n_pairs)]
+        log_scale = _f32(math.log(_f32(1.0 / _f32(self.freq_scale))))
+        return keep, _f32(mscale * _f32(1.0 + _f32(_f32(0.1) * log_scale)))
+
+
+def _freq_factors(freq_factors: Any, n_pairs: int) -> list[float]:
+    if freq_factors is None:
+        return [1.0] * n_pairs
+    if not isinstance(freq_factors, list | tuple | np.ndarray) or len(freq_factors) != n_pairs:
+        raise ParameterError(f"freq_factors must be a list of {n_pairs} numbers (one per "
+                             f"rotated pair), got {freq_factors!r}")
+    return [_f32(_number(f"freq_factors[{i}]", v, positive=True))
+            for i, v in enumerate(freq_factors)]
+
+
+def _checked_positions(xp: Any, x: Any, positions: Any, secs: Any, mode: str) -> Any:
     if not hasattr(positions, "dtype"):
         positions = array_api.asarray(xp, positions, device=array_api.device_of(x))
     if not xp.isdtype(positions.dtype, "integral"):  # ggml's positions are an int32 tensor
         raise ParameterError(f"positions must have an integer dtype (ggml's positions are "
                              f"int32), got {array_api.dtype_name(positions.dtype)}")
+    seq = int(x.shape[-2])
     expected = (seq,) if secs is None else (4, seq)
     if tuple(positions.shape) != expected:
         raise ParameterError(f"positions has shape {tuple(positions.shape)}, expected "
@@ -198,86 +253,104 @@ def ggml_rope(x: Any, positions: Any, *, n_dims: int | None = None, mode: str = 
                              f"{tuple(x.shape)}")
     array_api.assert_position_range(xp, positions, compute=xp.float64, low=-INT32,
                                     high=INT32)
+    return positions
 
-    # host side, float32 as ggml-cpu: the ladder factors, the ramp, the attention factor
-    theta_scale = _f32(math.pow(_f32(freq_base), _f32(-2.0 / n_dims)))
-    ladders = _ladders(n_pairs, mode, secs)
-    mscale = _f32(attn_factor)
-    keep = [0.0] * n_pairs  # the weight of theta_extrap per pair
-    if ext_factor != 0:
-        low, high = corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
-        width = max(_f32(0.001), _f32(high - low))
-        keep = [_f32(_f32(1.0 - min(1.0, max(0.0, _f32(_f32(i - low) / width))))
-                     * _f32(ext_factor)) for i in range(n_pairs)]
-        log_scale = _f32(math.log(_f32(1.0 / _f32(freq_scale))))
-        mscale = _f32(mscale * _f32(1.0 + _f32(_f32(0.1) * log_scale)))
 
-    f32 = xp.float32
-    device = array_api.device_of(x)
-    compute = array_api.compute_dtype(xp, x.dtype)
-    exact = compute == xp.float64
+# -- angles -------------------------------------------------------------------------------
 
-    def const(values: Any) -> Any:
-        return array_api.asarray(xp, values, dtype=f32, device=device)
+class _Float32:
+    """float32 arithmetic as C does it, in the namespace of ``x``."""
 
-    def op(fn: Any, a: Any, b: Any) -> Any:
+    def __init__(self, xp: Any, device: Any, compute: Any) -> None:
+        self.xp, self.device, self.compute = xp, device, compute
+        self.exact = compute == xp.float64
+
+    def const(self, values: Any) -> Any:
+        return array_api.asarray(self.xp, values, dtype=self.xp.float32, device=self.device)
+
+    def op(self, fn: Any, a: Any, b: Any) -> Any:
         """One float32 operation as C does it. With float64 at hand: exact in float64, then
         rounded once to float32 (innocuous double rounding), which no compiler may
         reassociate or contract; XLA's jit folds a ladder of constant multiplications and
         its vectorised float32 division and cos may be an ulp off."""
-        if not exact:
+        if not self.exact:
             return fn(a, b)
-        return to_f32(fn(xp.astype(a, xp.float64), xp.astype(b, xp.float64)))
+        xp = self.xp
+        return self.to_f32(fn(xp.astype(a, xp.float64), xp.astype(b, xp.float64)))
 
-    def to_f32(wide: Any) -> Any:
+    def to_f32(self, wide: Any) -> Any:
+        """float64 ``wide`` rounded to float32, in a way the library's compiler keeps."""
         rounded = native.of(wide).rounded_to_float32(wide)
-        return xp.astype(wide, f32) if rounded is None else rounded
+        return self.xp.astype(wide, self.xp.float32) if rounded is None else rounded
 
-    def mul(a: Any, b: Any) -> Any:
-        return op(lambda u, v: u * v, a, b)
+    def mul(self, a: Any, b: Any) -> Any:
+        return self.op(lambda u, v: u * v, a, b)
 
-    rows = [xp.astype(positions, f32)] if secs is None else \
-        [xp.astype(positions[k, :], f32) for k in range(4)]
-    scale = const(float(theta_scale))
+
+def _theta_extrap(ops: _Float32, positions: Any, theta_scale: float,
+                  ladders: list[tuple[int, int]], factors: list[float], multi: bool) -> Any:
+    """``theta = p`` times theta_scale pair after pair (per position row), over freq_factors."""
+    xp, f32 = ops.xp, ops.xp.float32
+    rows = [xp.astype(positions[k, :], f32) for k in range(4)] if multi else \
+        [xp.astype(positions, f32)]
+    scale = ops.const(float(theta_scale))
     steps = max(s for _, s in ladders) + 1
     powers = []  # powers[k][s]: row k after s multiplications by theta_scale, in float32
     for row in rows:
         ladder = [row]
         for _ in range(steps - 1):
-            ladder.append(mul(ladder[-1], scale))
+            ladder.append(ops.mul(ladder[-1], scale))
         powers.append(ladder)
     ladder = xp.stack([powers[k][s] for k, s in ladders], axis=-1)
-    theta_extrap = op(lambda u, v: u / v, ladder, const([float(f) for f in factors]))
-    theta = mul(const(_f32(freq_scale)), theta_extrap)
-    if ext_factor != 0:  # fmaf(theta_interp, 1 - ramp_mix, fl32(theta_extrap * ramp_mix))
-        extrap = mul(theta_extrap, const([float(k) for k in keep]))
-        interp = const([_f32(1.0 - k) for k in keep])
-        if exact:  # the product exact in float64, one rounding of the sum (see below)
+    return ops.op(lambda u, v: u / v, ladder, ops.const([float(f) for f in factors]))
+
+
+def _cos_sin(ops: _Float32, positions: Any, yarn: _Yarn, factors: list[float], n_dims: int,
+             ladders: list[tuple[int, int]], *, multi: bool) -> tuple[Any, Any]:
+    """ggml-cpu's cos/sin cache in the compute dtype, attention factor included."""
+    xp = ops.xp
+    theta_scale = _f32(math.pow(_f32(yarn.freq_base), _f32(-2.0 / n_dims)))
+    keep, mscale = yarn.ramp(n_dims, len(factors))
+    theta_extrap = _theta_extrap(ops, positions, theta_scale, ladders, factors, multi)
+    theta = ops.mul(ops.const(_f32(yarn.freq_scale)), theta_extrap)
+    if yarn.ext_factor != 0:  # fmaf(theta_interp, 1 - ramp_mix, fl32(theta_extrap * ramp_mix))
+        extrap = ops.mul(theta_extrap, ops.const([float(k) for k in keep]))
+        interp = ops.const([_f32(1.0 - k) for k in keep])
+        if ops.exact:  # the product exact in float64, one rounding of the sum (see above)
             wide = xp.astype(theta, xp.float64) * xp.astype(interp, xp.float64)
-            theta = to_f32(wide + xp.astype(extrap, xp.float64))
+            theta = ops.to_f32(wide + xp.astype(extrap, xp.float64))
         else:
-            theta = mul(theta, interp) + extrap
-    if exact:  # cosf as correctly rounded as a float32 result can be
+            theta = ops.mul(theta, interp) + extrap
+    if ops.exact:  # cosf as correctly rounded as a float32 result can be
         wide = xp.astype(theta, xp.float64)
-        cos, sin = to_f32(xp.cos(wide)), to_f32(xp.sin(wide))
+        cos, sin = ops.to_f32(xp.cos(wide)), ops.to_f32(xp.sin(wide))
     else:
         cos, sin = xp.cos(theta), xp.sin(theta)
-    cos, sin = mul(cos, const(float(mscale))), mul(sin, const(float(mscale)))
+    cos, sin = ops.mul(cos, ops.const(float(mscale))), ops.mul(sin, ops.const(float(mscale)))
+    return xp.astype(cos, ops.compute), xp.astype(sin, ops.compute)
 
-    cos, sin = xp.astype(cos, compute), xp.astype(sin, compute)
+
+# -- rotation -----------------------------------------------------------------------------
+
+def _pairs(mode: str, n_dims: int, n_pairs: int) -> tuple[list[int], list[int]]:
+    """The features of each pair per mode: ``(2i, 2i+1)`` for normal, ``(i, i + n_dims/2)``
+    for neox and the multi modes, ``(i, i + n_dims)`` for vision."""
     if mode == "normal":
-        a = [2 * i for i in range(n_pairs)]
-        b = [2 * i + 1 for i in range(n_pairs)]
-    else:
-        offset = n_dims if mode == "vision" else n_dims // 2
-        a = list(range(n_pairs))
-        b = [i + offset for i in range(n_pairs)]
+        return [2 * i for i in range(n_pairs)], [2 * i + 1 for i in range(n_pairs)]
+    offset = n_dims if mode == "vision" else n_dims // 2
+    return list(range(n_pairs)), [i + offset for i in range(n_pairs)]
+
+
+def _rotate(ops: _Float32, x: Any, cos: Any, sin: Any,
+            pairs: tuple[list[int], list[int]]) -> Any:
+    xp, device, dim = ops.xp, ops.device, int(x.shape[-1])
+    a, b = pairs
     rest = [j for j in range(dim) if j not in set(a) | set(b)]
     axis = x.ndim - 1
 
     def take(index: list[int]) -> Any:
         return xp.astype(xp.take(x, array_api.asarray(xp, index, dtype=xp.int64, device=device),
-                                 axis=axis), compute)
+                                 axis=axis), ops.compute)
 
     xa, xb = take(a), take(b)
     parts = [xa * cos - xb * sin, xa * sin + xb * cos]

@@ -6,6 +6,7 @@ loop over tokens."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -146,14 +147,31 @@ def mrope_position_ids(
     arrays = {"token_types": token_types, "image_grid_thw": image_grid_thw,
               "video_grid_thw": video_grid_thw, "second_per_grid_ts": second_per_grid_ts,
               "attention_mask": attention_mask, "audio_lengths": audio_lengths}
+    _require_arrays(arrays)
+    merge = params.count("spatial_merge_size", spatial_merge_size)
+    omni = _check_params(tokens_per_second, split_video_frames, advance, position_id_per_seconds,
+                         use_audio_in_video, seconds_per_chunk, chunk_order, omni_model)
+    arrays["token_types"] = _check_token_types(xp, token_types)
+    _check_companions(xp, arrays)
+    _check_on_host(xp, arrays, merge, split_video_frames, tokens_per_second, omni)
+    tokens = _segment(xp, arrays["token_types"], attention_mask, omni)
+    return _assemble(tokens, arrays, merge=merge, tokens_per_second=tokens_per_second,
+                     advance=advance, split_video_frames=split_video_frames, omni=omni)
+
+
+# -- validation ---------------------------------------------------------------------------
+
+def _require_arrays(arrays: dict[str, Any]) -> None:
     for name, value in arrays.items():
         if (value is not None or name == "token_types") \
                 and not (hasattr(value, "shape") and hasattr(value, "dtype")):
             raise ParameterError(f"{name} must be an array, got {type(value).__name__} (the "
                                  "posenc.backends.<framework> functions convert lists)")
-    merge = params.count("spatial_merge_size", spatial_merge_size)
-    omni = _check_params(tokens_per_second, split_video_frames, advance, position_id_per_seconds,
-                         use_audio_in_video, seconds_per_chunk, chunk_order, omni_model)
+
+
+def _check_token_types(xp: Any, token_types: Any) -> Any:
+    """``token_types`` checked to be a non-empty ``[batch, seq]`` of integers, as a signed
+    integer array of at least 32 bits."""
     if token_types.ndim != 2:
         raise ParameterError(f"token_types must be [batch, seq], got shape "
                              f"{tuple(token_types.shape)}")
@@ -166,59 +184,121 @@ def mrope_position_ids(
     token_types = array_api.at_least_int32(xp, token_types)
     if batch * seq == 0:
         raise ParameterError(f"token_types has shape {(batch, seq)}: no tokens to give ids")
+    return token_types
+
+
+def _check_companions(xp: Any, arrays: dict[str, Any]) -> None:
+    """The dtypes and shapes of the arrays beside ``token_types``."""
+    batch, seq = (int(n) for n in arrays["token_types"].shape)
     for name in ("image_grid_thw", "video_grid_thw", "audio_lengths", "attention_mask"):
         kinds = ("integral", "bool") if name == "attention_mask" else "integral"
         if arrays[name] is not None and not xp.isdtype(arrays[name].dtype, kinds):
             raise ParameterError(f"{name} must have an integer dtype, got "
                                  f"{array_api.dtype_name(arrays[name].dtype)}")
-    if second_per_grid_ts is not None:
+    seconds, video_grid_thw = arrays["second_per_grid_ts"], arrays["video_grid_thw"]
+    if seconds is not None:
         videos = (None if video_grid_thw is None or video_grid_thw.ndim != 2
                   else int(video_grid_thw.shape[0]))
-        if tuple(second_per_grid_ts.shape) != (videos,):
+        if tuple(seconds.shape) != (videos,):
             raise ParameterError(
-                f"second_per_grid_ts has shape {tuple(second_per_grid_ts.shape)} but "
+                f"second_per_grid_ts has shape {tuple(seconds.shape)} but "
                 + ("there is no video_grid_thw" if videos is None
                    else f"video_grid_thw has {videos} rows") + ": one entry per video")
-        if not xp.isdtype(second_per_grid_ts.dtype, ("real floating", "integral")):
+        if not xp.isdtype(seconds.dtype, ("real floating", "integral")):
             raise ParameterError(f"second_per_grid_ts must hold real numbers, got "
-                                 f"{array_api.dtype_name(second_per_grid_ts.dtype)}")
-    for name, grid in (("image_grid_thw", image_grid_thw), ("video_grid_thw", video_grid_thw)):
+                                 f"{array_api.dtype_name(seconds.dtype)}")
+    for name in ("image_grid_thw", "video_grid_thw"):
+        grid = arrays[name]
         if grid is not None and (grid.ndim != 2 or int(grid.shape[1]) != 3):
             raise ParameterError(f"{name} must be [n, 3] (t, h, w) rows, got shape "
                                  f"{tuple(grid.shape)}")
+    audio_lengths, attention_mask = arrays["audio_lengths"], arrays["attention_mask"]
     if audio_lengths is not None and audio_lengths.ndim != 1:
         raise ParameterError(f"audio_lengths must be [n_audios], got shape "
                              f"{tuple(audio_lengths.shape)}")
     if attention_mask is not None and tuple(attention_mask.shape) != (batch, seq):
         raise ParameterError(f"attention_mask has shape {tuple(attention_mask.shape)} but "
                              f"token_types has shape {(batch, seq)}")
-    host_types = host(token_types)
-    if host_types is not None:
-        kinds = (0, 1, 2, 3) if omni else (0, 1, 2)
-        if not np.isin(host_types, kinds).all():
-            bad = int(host_types[~np.isin(host_types, kinds)][0])
-            raise ParameterError(f"token_types contains {bad}: 0 text, 1 image, 2 video" + (
-                ", 3 audio" if omni else "" if bad != AUDIO else
-                " (3 audio needs position_id_per_seconds: Qwen2.5-Omni)"))
-        mask = None if attention_mask is None else host(attention_mask)
-        videos = video_grid_thw
-        if split_video_frames and video_grid_thw is not None:
-            rows = host(video_grid_thw)
-            videos = None if rows is None else np.array(
-                [[1, h, w] for t, h, w in rows.tolist() for _ in range(t)]).reshape(-1, 3)
-        seconds = (None if second_per_grid_ts is None  # bfloat16 has no NumPy view
-                   else host(xp.astype(second_per_grid_ts, xp.float32)))
-        check_seconds(seconds)
-        check_grids({"image_grid_thw": image_grid_thw, "video_grid_thw": video_grid_thw})
-        check_temporal_range(video_grid_thw, seconds, tokens_per_second, omni)
-        check_groups(host_types, mask, {1: image_grid_thw, 2: videos}, merge,
-                     audio_lengths if omni else None, seconds, omni)
 
-    index = token_types.dtype
-    device = array_api.device_of(token_types)
 
-    def zeros(n: int) -> Any:
-        return array_api.asarray(xp, [0] * n, dtype=index, device=device)
+def _check_on_host(xp: Any, arrays: dict[str, Any], merge: int, split_video_frames: bool,
+                   tokens_per_second: float | None, omni: Omni | None) -> None:
+    """The checks that read values: the token kinds and the groups against the grids (skipped
+    where the values are not on the host, e.g. traced)."""
+    host_types = host(arrays["token_types"])
+    if host_types is None:
+        return
+    kinds = (0, 1, 2, 3) if omni else (0, 1, 2)
+    if not np.isin(host_types, kinds).all():
+        bad = int(host_types[~np.isin(host_types, kinds)][0])
+        raise ParameterError(f"token_types contains {bad}: 0 text, 1 image, 2 video" + (
+            ", 3 audio" if omni else "" if bad != AUDIO else
+            " (3 audio needs position_id_per_seconds: Qwen2.5-Omni)"))
+    image_grid_thw, video_grid_thw = arrays["image_grid_thw"], arrays["video_grid_thw"]
+    mask = None if arrays["attention_mask"] is None else host(arrays["attention_mask"])
+    videos = video_grid_thw
+    if split_video_frames and video_grid_thw is not None:
+        rows = host(video_grid_thw)
+        videos = None if rows is None else np.array(
+            [[1, h, w] for t, h, w in rows.tolist() for _ in range(t)]).reshape(-1, 3)
+    seconds = (None if arrays["second_per_grid_ts"] is None  # bfloat16 has no NumPy view
+               else host(xp.astype(arrays["second_per_grid_ts"], xp.float32)))
+    check_seconds(seconds)
+    check_grids({"image_grid_thw": image_grid_thw, "video_grid_thw": video_grid_thw})
+    check_temporal_range(video_grid_thw, seconds, tokens_per_second, omni)
+    check_groups(host_types, mask, {1: image_grid_thw, 2: videos}, merge,
+                 arrays["audio_lengths"] if omni else None, seconds, omni)
+
+
+# -- segmentation: the flattened batch cut into groups ------------------------------------
+
+@dataclass(frozen=True)
+class _Tokens:
+    """The batch flattened to ``[batch * seq]`` and cut into groups (runs of one class)."""
+
+    xp: Any
+    batch: int
+    seq: int
+    types: Any  # each token's kind
+    valid: Any  # 1 where attended, 0 for padding (index dtype)
+    cls: Any  # the kind that makes groups: a clip's audio counts as video
+    row: Any  # each token's batch row
+    count: Any  # valid tokens up to and including each, over the batch
+    in_row: Any  # 1-based rank of a valid token within its row
+    previous: Any  # the flat index of the previous valid token
+    start: Any  # 1 on each group's first token
+    key: Any  # the group number, nondecreasing over the flattened batch
+    first: Any  # the flat index of each token's group's first token
+    offset: Any  # the in-group index (valid tokens only)
+
+    @property
+    def index(self) -> Any:
+        return self.types.dtype
+
+    def zeros(self, n: int) -> Any:
+        return array_api.asarray(self.xp, [0] * n, dtype=self.index,
+                                 device=array_api.device_of(self.types))
+
+    def rank(self, mine: Any) -> Any:
+        """Among the group's tokens of one kind, how many come before each."""
+        before = self.xp.cumulative_sum(mine) - mine
+        return before - self.xp.take(before, self.first)
+
+    def in_group(self, mine: Any) -> Any:
+        """How many of the group's tokens are of one kind."""
+        xp = self.xp
+        last = xp.searchsorted(self.key, self.key, side="right") - 1
+        before = xp.cumulative_sum(mine) - mine
+        return xp.take(before + mine, last) - xp.take(before, self.first)
+
+    def mine(self, kind: int) -> Any:
+        """1 on the valid tokens of ``kind``."""
+        return self.xp.astype((self.valid != 0) & (self.types == kind), self.index)
+
+
+def _segment(xp: Any, token_types: Any, attention_mask: Any, omni: Omni | None) -> _Tokens:
+    batch, seq = int(token_types.shape[0]), int(token_types.shape[1])
+    index, device = token_types.dtype, array_api.device_of(token_types)
     types = xp.reshape(token_types, (batch * seq,))
     valid = (xp.ones_like(types) if attention_mask is None
              else xp.astype(xp.astype(xp.reshape(attention_mask, (batch * seq,)), index) != 0,
@@ -229,57 +309,64 @@ def mrope_position_ids(
     rows = array_api.asarray(xp, list(range(batch)), dtype=index, device=device)
     row = xp.reshape(xp.broadcast_to(xp.reshape(rows, (batch, 1)),
                                      (batch, seq)), (batch * seq,))
-    count = xp.cumulative_sum(valid)  # valid tokens up to and including each, over the batch
-    row_start = xp.take(xp.concat([zeros(1), count[:-1]]),
-                        row * seq)  # valid tokens before the row
-    in_row = count - row_start  # 1-based rank of a valid token within its row
+    count = xp.cumulative_sum(valid)
+    zero = array_api.asarray(xp, [0], dtype=index, device=device)
+    row_start = xp.take(xp.concat([zero, count[:-1]]), row * seq)  # valid tokens before the row
+    in_row = count - row_start
     # the previous valid token: the first whose running count reaches this one's count - 1
     valid_positions = xp.cumulative_sum(valid) - valid  # valid tokens before each (global)
-    previous = xp.searchsorted(count, valid_positions, side="left")  # the index of that token
-    previous = _clip(xp, previous, batch * seq - 1)
+    previous = _clip(xp, xp.searchsorted(count, valid_positions, side="left"), batch * seq - 1)
     prev_cls = xp.where(in_row == 1, xp.full_like(types, -1), xp.take(cls, previous))
     start = xp.astype((valid != 0) & (cls != prev_cls), index)
+    key = xp.cumulative_sum(start)
+    first = xp.searchsorted(key, key, side="left")
+    offset = count - xp.take(count, first)
+    return _Tokens(xp, batch, seq, types, valid, cls, row, count, in_row, previous, start, key,
+                   first, offset)
 
-    key = xp.cumulative_sum(start)  # nondecreasing over the flattened batch
-    first = xp.searchsorted(key, key, side="left")  # flat index of each group's first token
-    offset = count - xp.take(count, first)  # the in-group index (valid tokens only)
 
-    def rank(mine: Any) -> Any:
-        """Among the group's tokens of one kind, how many come before each."""
-        before = xp.cumulative_sum(mine) - mine
-        return before - xp.take(before, first)
-    is_audio = xp.astype((valid != 0) & (types == AUDIO), index)
-    is_video_token = xp.astype((valid != 0) & (types == 2), index)
+# -- assembly -----------------------------------------------------------------------------
 
-    kind = xp.take(cls, first)
-    clips = omni is not None and omni.use_audio_in_video
-    if clips:  # a run of class video without video tokens is an audio group
-        last = xp.searchsorted(key, key, side="right") - 1
+def _group_kinds(tokens: _Tokens, omni: Omni | None) -> tuple[Any, Any]:
+    """``(kind, clip_audio)``: each token's group kind, and with clips the audio tokens of its
+    group (None without clips)."""
+    xp = tokens.xp
+    kind = xp.take(tokens.cls, tokens.first)
+    if not (omni is not None and omni.use_audio_in_video):
+        return kind, None
+    # a run of class video without video tokens is an audio group
+    clip_audio = tokens.in_group(tokens.mine(AUDIO))
+    kind = xp.where((kind == 2) & (tokens.in_group(tokens.mine(2)) == 0),
+                    xp.full_like(kind, AUDIO), kind)
+    return kind, clip_audio
 
-        def in_group(mine: Any) -> Any:
-            before = xp.cumulative_sum(mine) - mine
-            return xp.take(before + mine, last) - xp.take(before, first)
-        clip_audio = in_group(is_audio)
-        kind = xp.where((kind == 2) & (in_group(is_video_token) == 0),
-                        xp.full_like(kind, AUDIO), kind)
-    ordinals = {k: xp.take(xp.cumulative_sum(start * xp.astype(kind == k, index)), first) - 1
-                for k in (1, 2)}
-    t_i, h_i, w_i = _grid_columns(xp, image_grid_thw, ordinals[1], merge)
-    t_v, h_v, w_v = _grid_columns(xp, video_grid_thw, ordinals[2], merge,
-                                  split=bool(split_video_frames))
+
+def _group_grids(tokens: _Tokens, kind: Any, arrays: dict[str, Any], merge: int,
+                 split_video_frames: bool) -> tuple[tuple[Any, Any, Any], Any]:
+    """``((t, h, w), video_ordinal)``: the grid of each token's group (1 for text) and the
+    ordinal of its video."""
+    xp = tokens.xp
+    ordinals = {k: xp.take(xp.cumulative_sum(tokens.start * xp.astype(kind == k, tokens.index)),
+                           tokens.first) - 1 for k in (1, 2)}
+    image = _grid_columns(xp, arrays["image_grid_thw"], ordinals[1], merge)
+    video = _grid_columns(xp, arrays["video_grid_thw"], ordinals[2], merge,
+                          split=bool(split_video_frames))
     is_video = kind == 2
-    t = xp.where(is_video, t_v, t_i)
-    h = xp.where(is_video, h_v, h_i)
-    w = xp.where(is_video, w_v, w_i)
+    thw = tuple(xp.where(is_video, v, i) for v, i in zip(video, image, strict=True))
+    return thw, ordinals[2]
 
-    f32 = xp.float32
-    interval = xp.astype(xp.ones_like(types), f32)
-    scaled = omni is not None or tokens_per_second is not None
-    if scaled and video_grid_thw is not None:
+
+def _temporal(tokens: _Tokens, is_video: Any, video_ordinal: Any, arrays: dict[str, Any],
+              tokens_per_second: float | None, omni: Omni | None) -> Any:
+    """The temporal id of in-group frame indices: ``temporal(i)``."""
+    xp, index, f32 = tokens.xp, tokens.index, tokens.xp.float32
+    interval = xp.astype(xp.ones_like(tokens.types), f32)
+    video_grid_thw, second_per_grid_ts = arrays["video_grid_thw"], arrays["second_per_grid_ts"]
+    if (omni is not None or tokens_per_second is not None) and video_grid_thw is not None:
         seconds = (array_api.asarray(xp, [1.0] * int(video_grid_thw.shape[0]), dtype=f32,
-                               device=device)
+                                     device=array_api.device_of(tokens.types))
                    if second_per_grid_ts is None else xp.astype(second_per_grid_ts, f32))
-        per_video = xp.take(seconds, _clip(xp, ordinals[2], int(seconds.shape[0]) - 1))
+        per_video = xp.take(seconds, _clip(xp, video_ordinal, int(seconds.shape[0]) - 1))
         if omni is None:
             per_video = per_video * float(tokens_per_second)
         interval = xp.where(is_video, per_video, interval)
@@ -290,41 +377,56 @@ def mrope_position_ids(
         # (arange(t) · second_per_grid) · position_id_per_seconds, in float32 (images: 1 s)
         return xp.astype(xp.floor((xp.astype(i, f32) * interval)
                                   * omni.position_id_per_seconds), index)
+    return temporal
 
-    vision = (kind == 1) | (kind == 2)
+
+def _advance_by(tokens: _Tokens, kind: Any, jump: Any, omni: Omni | None) -> Any:
+    """How far each token moves the next id: a group's jump on its first token, 1 per text
+    token, 0 for padding and for the text pairs that share a clip's ids (Qwen2.5-Omni)."""
+    xp, t = tokens.xp, tokens
+    advance_by = xp.where((kind == 1) | (kind == 2), jump * t.start, t.valid)
+    if omni is None or not omni.use_audio_in_video or omni.time_merge:
+        return advance_by
+    # Qwen2.5-Omni: a clip's start pair shares one id, and its end pair
+    text = (t.valid != 0) & (t.types == 0)
+    two_on = _clip(xp, xp.searchsorted(t.count, t.count + 2, side="left"), t.batch * t.seq - 1)
+    before_clip = (text & (xp.take(kind, two_on) == 2) & (xp.take(t.start, two_on) != 0)
+                   & (xp.take(t.row, two_on) == t.row) & (xp.take(t.count, two_on) == t.count + 2))
+    after_clip = text & (t.in_row > 1) & (xp.take(kind, t.previous) == 2)
+    return xp.where(before_clip | after_clip, xp.zeros_like(advance_by), advance_by)
+
+
+def _assemble(tokens: _Tokens, arrays: dict[str, Any], *, merge: int,
+              tokens_per_second: float | None, advance: str, split_video_frames: bool,
+              omni: Omni | None) -> tuple[Any, Any]:
+    xp, t = tokens.xp, tokens
+    batch, seq, types = t.batch, t.seq, t.types
+    kind, clip_audio = _group_kinds(t, omni)
+    (t_g, h, w), video_ordinal = _group_grids(t, kind, arrays, merge, split_video_frames)
+    temporal = _temporal(t, kind == 2, video_ordinal, arrays, tokens_per_second, omni)
     grid_token = (types == 1) | (types == 2)
     # a clip's video tokens are ranked among its video tokens, its audio among its audio
-    vision_offset = xp.where(types == 2, rank(is_video_token), offset)
-    linear = xp.where(types == AUDIO, rank(is_audio), offset)
-    hw = h * w
-    step_t, step_h, step_w = (xp.floor_divide(vision_offset, hw), xp.remainder(
+    vision_offset = xp.where(types == 2, t.rank(t.mine(2)), t.offset)
+    linear = xp.where(types == AUDIO, t.rank(t.mine(AUDIO)), t.offset)
+    step_t, step_h, step_w = (xp.floor_divide(vision_offset, h * w), xp.remainder(
         xp.floor_divide(vision_offset, w), h), xp.remainder(vision_offset, w))
     if advance == "max_hw":
         jump = xp.maximum(h, w)
     else:
-        jump = xp.maximum(xp.maximum(temporal(t - 1), h - 1), w - 1) + 1
-        if clips:  # past the clip's audio too
+        jump = xp.maximum(xp.maximum(temporal(t_g - 1), h - 1), w - 1) + 1
+        if clip_audio is not None:  # past the clip's audio too
             jump = xp.maximum(jump, clip_audio)
-    advance_by = xp.where(vision, jump * start, valid)
-    if clips and not omni.time_merge:  # Qwen2.5-Omni: a clip's start pair shares one id,
-        # and its end pair
-        text = (valid != 0) & (types == 0)
-        two_on = _clip(xp, xp.searchsorted(count, count + 2, side="left"), batch * seq - 1)
-        before_clip = (text & (xp.take(kind, two_on) == 2) & (xp.take(start, two_on) != 0)
-                       & (xp.take(row, two_on) == row) & (xp.take(count, two_on) == count + 2))
-        after_clip = text & (in_row > 1) & (xp.take(kind, previous) == 2)
-        advance_by = xp.where(before_clip | after_clip, xp.zeros_like(advance_by), advance_by)
+    advance_by = _advance_by(t, kind, jump, omni)
     before = xp.cumulative_sum(advance_by) - advance_by  # over the batch: subtract the row's
-    row_before = xp.take(xp.concat([zeros(1),
-                                    xp.cumulative_sum(advance_by)[:-1]]), row * seq)
-    group_start = xp.take(before, first) - row_before
-    zero = xp.zeros_like(types)
+    row_before = xp.take(xp.concat([t.zeros(1), xp.cumulative_sum(advance_by)[:-1]]),
+                         t.row * seq)
+    group_start = xp.take(before, t.first) - row_before
     # text from the advance (a clip's start and end pairs share ids), audio by its rank
     linear = xp.where(types == AUDIO, group_start + linear, before - row_before)
     ids = [xp.where(grid_token, group_start + part, linear)
            for part in (temporal(step_t), step_h, step_w)]
-    ids = [xp.where(valid != 0, i, zero) for i in ids]
+    ids = [xp.where(t.valid != 0, i, xp.zeros_like(types)) for i in ids]
     position_ids = xp.reshape(xp.stack(ids), (3, batch, seq))
     largest = xp.max(xp.reshape(xp.stack(ids), (3, batch, seq)), axis=(0, 2))
-    tokens = xp.sum(xp.reshape(valid, (batch, seq)), axis=1)
-    return position_ids, xp.reshape(largest + 1 - tokens, (batch, 1))
+    valid_tokens = xp.sum(xp.reshape(t.valid, (batch, seq)), axis=1)
+    return position_ids, xp.reshape(largest + 1 - valid_tokens, (batch, 1))

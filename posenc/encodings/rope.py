@@ -41,6 +41,17 @@ def rope_schedule(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, 
     return schedule(rotary.head_width(dim), base=base, scaling=scaling, seq_len=seq_len)
 
 
+def position_schedule(dim: int, rotary_dim: Any, base: float,
+                      scaling: Mapping[str, Any] | None, seq_len: Any) -> Schedule | None:
+    """The schedule :func:`rope` uses for explicit positions of any count (LongRoPE then
+    switches at run time), or None where it depends on the length of each call: ``dynamic``
+    NTK without ``seq_len``. Hunyuan's ``dynamic`` with an ``alpha`` is a fixed NTK-alpha
+    (:func:`~posenc.encodings.rope_frequencies.schedule_type`), so it has one."""
+    if seq_len is None and schedule_type(scaling) == "dynamic":
+        return None
+    return rope_schedule(dim, rotary_dim, base, scaling, seq_len, positions=True, seq=0)
+
+
 def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any,
             scaling: Mapping[str, Any] | None, seq_len: Any,
             check_range: bool = True) -> tuple[Any, Any, Any, Schedule]:

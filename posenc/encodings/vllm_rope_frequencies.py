@@ -72,6 +72,44 @@ def _number(given: Mapping[str, Any], key: str, default: float) -> float:
     return default if value is None else params.positive(f"rope_parameters[{key!r}]", value)
 
 
+def _dynamic(head_size: int, given: dict[str, Any], extra: dict[str, Any],
+             max_position: int) -> dict[str, Any]:
+    """vLLM's ``dynamic`` as a default rope at a fixed base: Hunyuan's NTK-alpha with an
+    ``alpha`` (DynamicNTKAlphaRotaryEmbedding), else NTK scaled once, at ``max_position``
+    (DynamicNTKScalingRotaryEmbedding)."""
+    if "alpha" in given:
+        _only(given, "dynamic", _ALPHA_IGNORED)
+        alpha = _number(given, "alpha", 1.0)
+        r = _rotary_dim(head_size, given, "dynamic")
+        scaled = ntk_base(r, _number(given, "rope_theta", 10000.0), alpha, "dynamic",
+                          f"rope_parameters['alpha']={alpha!r}")
+        return _at_base(given, scaled)
+    if "factor" not in given:
+        raise ParameterError("rope_parameters for rope_type='dynamic' needs 'factor' (or "
+                             "Hunyuan's 'alpha'): vLLM's get_rope raises without either")
+    factor = _number(given, "factor", 1.0)
+    trained = max_position if extra.get("max_trained_positions") is None else \
+        params.integer("rope_parameters['max_trained_positions']",
+                       extra["max_trained_positions"], minimum=1)
+    r = _rotary_dim(head_size, given, "dynamic")
+    base = _number(given, "rope_theta", 10000.0)
+    ratio = factor * max_position / trained - (factor - 1)
+    if ratio <= 0:
+        raise ParameterError(
+            f"rope_parameters['max_trained_positions']={trained!r} with factor {factor!r} "
+            f"and max_position {max_position}: vLLM's dynamic NTK raises a non-positive "
+            f"{ratio!r} to r/(r-2)")
+    scaled = ntk_base(r, base, ratio, "dynamic", f"rope_parameters['factor']={factor!r}")
+    return _at_base(given, scaled)
+
+
+def _at_base(given: Mapping[str, Any], base: float) -> dict[str, Any]:
+    """A default rope at ``base``, keeping ``given``'s partial rotary factor."""
+    return {"rope_type": "default", "rope_theta": base,
+            **({"partial_rotary_factor": given["partial_rotary_factor"]}
+               if "partial_rotary_factor" in given else {})}
+
+
 def vllm_rope_frequencies(head_size: int, *, max_position: int,
                           rope_parameters: Mapping[str, Any] | None = None,
                           max_model_len: int | None = None, dtype: Any = None,
@@ -113,35 +151,8 @@ def vllm_rope_frequencies(head_size: int, *, max_position: int,
     if kind == "ntk":
         inv_freq = _ntk(head_size, given)
         given = {k: v for k, v in given.items() if k in ("rope_theta", "partial_rotary_factor")}
-    elif kind == "dynamic" and "alpha" in given:  # Hunyuan: DynamicNTKAlphaRotaryEmbedding
-        _only(given, "dynamic", _ALPHA_IGNORED)
-        alpha = _number(given, "alpha", 1.0)
-        r = _rotary_dim(head_size, given, "dynamic")
-        scaled = ntk_base(r, _number(given, "rope_theta", 10000.0), alpha, "dynamic",
-                          f"rope_parameters['alpha']={alpha!r}")
-        given = {"rope_type": "default", "rope_theta": scaled,
-                 **({"partial_rotary_factor": given["partial_rotary_factor"]}
-                    if "partial_rotary_factor" in given else {})}
-    elif kind == "dynamic":  # DynamicNTKScalingRotaryEmbedding: fixed at max_position
-        if "factor" not in given:
-            raise ParameterError("rope_parameters for rope_type='dynamic' needs 'factor' (or "
-                                 "Hunyuan's 'alpha'): vLLM's get_rope raises without either")
-        factor = _number(given, "factor", 1.0)
-        trained = max_position if extra.get("max_trained_positions") is None else \
-            params.integer("rope_parameters['max_trained_positions']",
-                           extra["max_trained_positions"], minimum=1)
-        r = _rotary_dim(head_size, given, "dynamic")
-        base = _number(given, "rope_theta", 10000.0)
-        ratio = factor * max_position / trained - (factor - 1)
-        if ratio <= 0:
-            raise ParameterError(
-                f"rope_parameters['max_trained_positions']={trained!r} with factor {factor!r} "
-                f"and max_position {max_position}: vLLM's dynamic NTK raises a non-positive "
-                f"{ratio!r} to r/(r-2)")
-        scaled = ntk_base(r, base, ratio, "dynamic", f"rope_parameters['factor']={factor!r}")
-        given = {"rope_type": "default", "rope_theta": scaled,
-                 **({"partial_rotary_factor": given["partial_rotary_factor"]}
-                    if "partial_rotary_factor" in given else {})}
+    elif kind == "dynamic":
+        given = _dynamic(head_size, given, extra, max_position)
     elif kind == "yarn" and given.get("factor") is None:
         raise ParameterError("rope_parameters for rope_type='yarn' needs 'factor': vLLM's "
                              "get_rope reads it as is (transformers derives a missing one from "
