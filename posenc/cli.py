@@ -142,6 +142,15 @@ def _add_golden(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_golden_check)
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write the golden cases as a test-vector corpus for any "
+                                      "language (JSON + raw arrays + a JSON Schema)")
+    from posenc.conformance import corpus_export  # imports no framework
+
+    corpus_export.add_arguments(p)
+    p.set_defaults(func=corpus_export.main)
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     reports = sub.add_parser("report", help="combine conformance reports")
     rsub = reports.add_subparsers(dest="report_command", required=True)
@@ -182,13 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_cli.add_arguments(p)
     p.set_defaults(func=check_cli.main)
 
-    p = sub.add_parser("export", help="write the golden cases as a test-vector corpus for any "
-                                      "language (JSON + raw arrays + a JSON Schema)")
-    from posenc.conformance import corpus_export  # imports no framework
-
-    corpus_export.add_arguments(p)
-    p.set_defaults(func=corpus_export.main)
-
+    _add_export(sub)
     _add_report(sub)
 
     p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
