@@ -5,7 +5,6 @@ peers (transformers BLOOM and MPT, keras-hub) and against Press et al.'s publish
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from typing import Any
 
@@ -19,13 +18,13 @@ with contextlib.suppress(ImportError):
 
 import posenc
 from posenc import golden
-from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
 from posenc.reference import alibi as reference
 from posenc.specs import resolve_params
+
+from .failing import failing_properties
 
 F32_EPS = 1.2e-7  # float32 machine epsilon (2**-23), rounded up
 HEAD_COUNTS = range(1, 81)
@@ -346,10 +345,7 @@ def _bias_key_minus_query(num_heads: int, q_len: int, k_len: int, **kw: Any) -> 
 
 
 def _failing_properties(**overrides: Any) -> set[str]:
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_alibi", overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["alibi_slopes", "alibi_bias"],
-                          dtypes=["float64"], modes=["eager"], cases=False, max_examples=3))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["alibi_slopes", "alibi_bias"], name="broken_alibi", **overrides)
 
 
 def test_unbroken_backend_passes_the_properties() -> None:

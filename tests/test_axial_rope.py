@@ -6,7 +6,6 @@ properties catch."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,12 +17,12 @@ with contextlib.suppress(ImportError):
 
 import posenc
 from posenc import golden
-from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
 from posenc.specs import resolve_params
+
+from .failing import failing_properties
 
 X16 = np.linspace(-1, 1, 2 * 6 * 16).reshape(2, 6, 16)
 GRID = np.stack(np.meshgrid(np.arange(2), np.arange(3), indexing="ij"), -1).reshape(6, 2)
@@ -299,11 +298,7 @@ def _axes_reversed(x: Any, positions: Any, **kw: Any) -> Any:
 
 
 def _failing(**overrides: Any) -> set[str]:
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_axial",
-                                  overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["axial_rope"], dtypes=["float64"],
-                          modes=["eager"], cases=False, max_examples=4))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["axial_rope"], max_examples=4, name="broken_axial", **overrides)
 
 
 def test_unbroken_backend_passes_the_properties() -> None:

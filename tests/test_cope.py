@@ -4,7 +4,6 @@ implementations that the properties catch."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -13,13 +12,12 @@ import pytest
 
 import posenc
 from posenc import golden
-from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.errors import ParameterError
 from posenc.reference.cope import cope_variant
 from posenc.specs import resolve_params
 
+from .failing import failing_properties
 from .host_reads import spy_host_reads
 
 RNG = np.random.default_rng(0)
@@ -224,10 +222,7 @@ def _broken(**bug: Any) -> Any:
 
 def _failing_properties(**bug: Any) -> set[str]:
     overrides = {"cope": _broken(**bug)} if bug else {}
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_cope", overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["cope"], dtypes=["float64"],
-                          modes=["eager"], cases=False, max_examples=3))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["cope"], name="broken_cope", **overrides)
 
 
 def test_unbroken_backend_passes_the_properties() -> None:

@@ -13,23 +13,16 @@ import pytest
 with contextlib.suppress(ImportError):
     import torch  # noqa: F401
 
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 
+from .failing import failing_by_encoding
 from .mutants.overrides import _mutant
 
 _IMPL = public_functions()
 
 
 def _failing(backend, encodings=("deberta_bucket", "deberta_scores")) -> dict[str, set[str]]:
-    options = Options(backends=[backend], encodings=list(encodings), dtypes=["float64"],
-                      modes=["eager"], max_examples=6)
-    out: dict[str, set[str]] = {}
-    for result in run(options):
-        if result.failed:
-            out.setdefault(result.check.encoding, set()).add(
-                f"{result.check.kind}:{result.check.name}")
-    return out
+    return failing_by_encoding(backend, encodings=encodings, max_examples=6)
 
 
 def _hf_bucket(relative_position, *, bucket_size=256, max_position=512, clamp="transformers"):

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -12,12 +11,12 @@ import pytest
 
 import posenc
 from posenc import golden
-from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
 from posenc.specs import resolve_params
+
+from .failing import failing_properties
 
 W1, B1, W2, B2 = [0.5, -1.0], [0.25, 0.5], [[1.0, -0.5, 2.0], [0.5, 0.25, -1.0]], [0.0, 1.0, -1.0]
 
@@ -138,10 +137,7 @@ def _queries_at_start(q_len: int, k_len: int, *arrays: Any, **kw: Any) -> Any:
 
 
 def _failing_properties(**overrides: Any) -> set[str]:
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_fire", overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["fire"], dtypes=["float64"],
-                          modes=["eager"], cases=False, max_examples=3))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["fire"], name="broken_fire", **overrides)
 
 
 def test_unbroken_backend_passes_the_properties() -> None:

@@ -5,21 +5,15 @@ from __future__ import annotations
 import pytest
 
 from posenc.backends import get_backend
-from posenc.conformance import Options, run
 
 from .conftest import TESTS, run_cli
+from .failing import failing_by_encoding
 from .mutants import overrides
 
 
 def failing(backend, **kw) -> dict[str, set[str]]:
     """encoding -> names of the failing checks, running one backend object eagerly in float64."""
-    options = Options(backends=[backend], dtypes=["float64"], modes=["eager"], max_examples=8, **kw)
-    out: dict[str, set[str]] = {}
-    for result in run(options):
-        if result.failed:
-            out.setdefault(result.check.encoding, set()).add(f"{result.check.kind}:"
-                                                             f"{result.check.name}")
-    return out
+    return failing_by_encoding(backend, **kw)
 
 
 def test_the_unbroken_backend_passes() -> None:

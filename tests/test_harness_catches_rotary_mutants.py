@@ -3,22 +3,14 @@ caught by the goldens and by the property about that very convention."""
 
 from __future__ import annotations
 
-from posenc.conformance import Options, run
-
+from .failing import failing_by_encoding
 from .mutants import rotary
 
 ROTARY = ["rope", "rope_frequencies"]
 
 
 def failing(backend, dtype: str) -> dict[str, set[str]]:
-    options = Options(backends=[backend], dtypes=[dtype], modes=["eager"], max_examples=4,
-                      encodings=ROTARY)
-    out: dict[str, set[str]] = {}
-    for result in run(options):
-        if result.failed:
-            out.setdefault(result.check.encoding, set()).add(f"{result.check.kind}:"
-                                                             f"{result.check.name}")
-    return out
+    return failing_by_encoding(backend, dtypes=[dtype], max_examples=4, encodings=ROTARY)
 
 
 def test_float32_angles_fail_the_precision_goldens_and_property() -> None:

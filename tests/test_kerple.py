@@ -4,7 +4,6 @@ implementations that the properties catch."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -13,12 +12,12 @@ import pytest
 
 import posenc
 from posenc import golden
-from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
 from posenc.specs import resolve_params
+
+from .failing import failing_properties
 
 R = [0.5, 1.0, 1.5]
 
@@ -157,10 +156,7 @@ def _no_checks(q_len: int, k_len: int, r1: Any, r2: Any, **kw: Any) -> Any:
 
 
 def _failing_properties(**overrides: Any) -> set[str]:
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_kerple", overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["kerple"], dtypes=["float64"],
-                          modes=["eager"], cases=False, max_examples=3))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["kerple"], name="broken_kerple", **overrides)
 
 
 def test_unbroken_backend_passes_the_properties() -> None:

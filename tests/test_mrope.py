@@ -4,7 +4,6 @@ Qwen3-VL frequency recomposition, and broken implementations that the properties
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,14 +15,13 @@ with contextlib.suppress(ImportError):
 
 import posenc
 from posenc import golden
-from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
 from posenc.reference._rope_schedules import frequencies, rotary_width
 from posenc.specs import resolve_params
 
+from .failing import failing_properties
 from .mrope_oracles import ordering_of
 
 X16 = np.linspace(-1, 1, 2 * 5 * 16).reshape(2, 5, 16)
@@ -233,10 +231,7 @@ def _per_section_frequencies(x: Any, positions: Any, **kw: Any) -> Any:
 
 
 def _failing(**overrides: Any) -> set[str]:
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_mrope", overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["mrope"], dtypes=["float64"],
-                          modes=["eager"], cases=False, max_examples=3))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["mrope"], name="broken_mrope", **overrides)
 
 
 def test_unbroken_backend_passes_the_properties() -> None:

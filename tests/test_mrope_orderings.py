@@ -291,15 +291,9 @@ def test_bad_orderings(pe, x, positions, kwargs, message) -> None:
 
 
 def _failing(**overrides) -> set[str]:
-    import dataclasses
+    from .failing import failing_properties
 
-    from posenc.backends import get_backend
-    from posenc.conformance import Options, run
-
-    backend = dataclasses.replace(get_backend("numpy"), name="broken_mrope", overrides=overrides)
-    results = run(Options(backends=[backend], encodings=["mrope"], dtypes=["float64"],
-                          modes=["eager"], cases=False, max_examples=3))
-    return {r.check.name for r in results if r.failed}
+    return failing_properties(["mrope"], name="broken_mrope", **overrides)
 
 
 def _impl():

@@ -7,15 +7,10 @@ import pytest
 
 
 def _failing_properties(backend) -> dict[str, set[str]]:
-    from posenc.conformance import Options, run
+    from .failing import failing_by_encoding
 
-    options = Options(backends=[backend], dtypes=["float64"], modes=["eager"], max_examples=5,
-                      encodings=["shaw_scores", "shaw_attention"], cases=False)
-    out: dict[str, set[str]] = {}
-    for result in run(options):
-        if result.failed:
-            out.setdefault(result.check.encoding, set()).add(result.check.name)
-    return out
+    return failing_by_encoding(backend, max_examples=5, cases=False, qualified=False,
+                               encodings=["shaw_scores", "shaw_attention"])
 
 
 def _mutant(**overrides):

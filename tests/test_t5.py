@@ -14,10 +14,11 @@ import posenc
 from posenc import golden
 from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, run
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
 from posenc.specs import resolve_params
+
+from .failing import failing_by_encoding
 
 REL = np.arange(-5, 6)
 TABLE = np.zeros((32, 2))
@@ -331,14 +332,7 @@ def _mutant(name: str, **overrides) -> object:
 
 
 def _failing(backend) -> dict[str, set[str]]:
-    options = Options(backends=[backend], encodings=["t5_bucket", "t5_bias"], dtypes=["float64"],
-                      modes=["eager"], max_examples=8)
-    out: dict[str, set[str]] = {}
-    for result in run(options):
-        if result.failed:
-            out.setdefault(result.check.encoding, set()).add(
-                f"{result.check.kind}:{result.check.name}")
-    return out
+    return failing_by_encoding(backend, encodings=["t5_bucket", "t5_bias"])
 
 
 def _hf_bucket(relative_position, *, bidirectional=True, num_buckets=32, max_distance=128):
