@@ -1,0 +1,41 @@
+"""mlx-lm's rope modules as a posenc backend: ``--backend peer:mlx-lm``.
+
+rope: ``initialize_rope(r, base, traditional, scaling_config, max_position_embeddings)``, the
+module an mlx-lm model builds from its config (``nn.RoPE`` for default and linear,
+``Llama3RoPE``, ``YarnRoPE``, ``SuScaledRoPE`` for longrope, ``DynamicNTKScalingRoPE``,
+``ProportionalRoPE``), called on x ``[batch, heads, seq, dim]`` with an offset per batch
+row as a model does (see :mod:`.mlx` for positions that are not runs). The config's
+``rope_theta`` wins over ``base``; ``traditional`` is the interleaved layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..numpy import BACKEND as NUMPY
+from ._common import peer_backend, require, rotary_dim_of
+from .mlx import rotate_runs
+
+
+def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",
+         rotary_dim: int | None = None, scaling: dict[str, Any] | None = None,
+         seq_len: int | None = None) -> Any:
+    from mlx_lm.models.rope_utils import initialize_rope
+
+    config = dict(scaling or {})
+    kind = config.get("rope_type", config.get("type", "default"))
+    require(kind != "ntk", "mlx-lm has no static NTK rope (only the dynamic one)")
+    require(seq_len is None, "mlx-lm's rope modules take no seq_len")
+    base = float(config.pop("rope_theta", base))
+    max_positions = config.pop("max_position_embeddings",
+                               config.get("original_max_position_embeddings", 2048))
+    r = rotary_dim_of(np.shape(x)[-1], rotary_dim, None if kind == "proportional" else scaling)
+    module = initialize_rope(r, base, layout == "interleaved", config or None, max_positions)
+    return rotate_runs(x, positions, lambda x4, offset: module(x4, offset=offset))
+
+
+BACKEND = peer_backend(NUMPY, "peer:mlx-lm", packages={"mlx": "mlx[cpu]", "mlx_lm": "mlx-lm"},
+                       version_of=("mlx-lm", "mlx"), dtypes=("float32", "float16"),
+                       overrides={"rope": rope})
