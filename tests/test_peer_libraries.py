@@ -239,3 +239,24 @@ def test_a_stale_report_is_refused(tmp_path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(PosencError, match="inputs_sha256"):
         scoreboard.read_report(path, 2)
+
+
+# -- mlx-lm (nox -s mlx) -------------------------------------------------------------------------
+def test_mlx_lm_su_scaled_rope_ignores_short_factor() -> None:
+    """LongRoPE below original_max_position_embeddings divides θ by short_factor (transformers,
+    the Phi-3 reference); mlx-lm's SuScaledRoPE divides by long_factor at every length."""
+    pytest.importorskip("mlx_lm", reason="pip install mlx-lm, or nox -s mlx (peers/envs/mlx.txt)")
+    import mlx.core as mx
+    from mlx_lm.models.rope_utils import SuScaledRoPE
+
+    x = RNG.standard_normal((1, 1, 5, 8)).astype(np.float32)
+    short, long = [1.0, 1.0, 1.0, 1.0], [4.0, 4.0, 4.0, 4.0]
+    module = SuScaledRoPE(8, base=10000.0, max_position_embeddings=4096,
+                          original_max_position_embeddings=4096, short_factor=short,
+                          long_factor=long)
+    got = np.array(module(mx.array(x)))
+    theta = _inv_freq(8, 10000.0)
+    want_short = _float64_rope(x, np.arange(5), theta / np.array(short), "half")
+    want_long = _float64_rope(x, np.arange(5), theta / np.array(long), "half")
+    assert np.abs(want_short - want_long).max() > 0.1
+    np.testing.assert_allclose(got, want_long, atol=1e-5)  # long_factor, at 5 tokens of 4096
