@@ -7,10 +7,12 @@ two directives: ``# peers: NAME ...`` (the ``peer:NAME`` backends the group runs
 ``# pip: uninstall -y torchvision torchaudio``). A session installs torch 2.13.0 (the CPU
 build) first, so that no requirement brings in another torch, then the group's requirements,
 then posenc itself with ``--no-deps`` and only its light dependencies, and runs: the engine
-tests of the group (``tests/test_engines.py``, which skip without the engine), then
-``posenc conformance`` on each of the group's peers, writing JSON reports under
-``.nox/reports/``. A peer that is still missing is reported with the pip package that
-brings it. None of this runs in CI (``.ci/run``): engine tests skip there, saying why.
+tests of the group (``tests/test_engines.py``, which skip without the engine), then the
+scoreboard's run of each of the group's peers (``posenc peers --peer NAME --reports
+.nox/reports``), writing ``.nox/reports/peer-NAME.json``. A peer that is still missing is
+reported with the pip package that brings it. ``posenc peers --from-reports .nox/reports``
+(in the main environment) then writes docs/peers.md from those reports and the peers
+installed there. None of this runs in CI (``.ci/run``): engine tests skip there, saying why.
 """
 
 from __future__ import annotations
@@ -61,10 +63,12 @@ def run_group(session: nox.Session, group: str) -> None:
     # editable: the tests run from the checkout, whose posenc/ would shadow a wheel install
     session.install("--no-deps", "-e", ".")
     session.install(*light_dependencies())
-    tests = [t for t in ("tests/test_engines.py", f"tests/test_{group}_engine.py")
+    tests = [t for t in ("tests/test_engines.py", f"tests/test_{group}_engine.py",
+                         "tests/test_peer_libraries.py")
              if (ROOT / t).exists()]
     session.run("python", "-m", "pytest", "-q", "-rs", *tests,
-                "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-k", group)
+                "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-k", group,
+                success_codes=[0, 5])  # 5: a library group has no engine tests
     REPORTS.mkdir(parents=True, exist_ok=True)
     missing = []
     for peer in peers:
@@ -77,9 +81,8 @@ def run_group(session: nox.Session, group: str) -> None:
             session.warn(said)
             missing.append(said)
             continue
-        session.run("posenc", "conformance", "--backend", f"peer:{peer}", "--precision",
-                    "reduced", "-q", "--json", str(REPORTS / f"peer-{peer}.json"),
-                    success_codes=[0, 1])
+        # the scoreboard's run of the peer (posenc peers --from-reports merges the reports)
+        session.run("posenc", "peers", "--peer", peer, "--reports", str(REPORTS))
     if missing:
         session.error(f"group {group}: {'; '.join(missing)} (requirements in "
                       f"peers/envs/{group}.txt)")

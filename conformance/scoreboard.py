@@ -7,6 +7,14 @@ meets (exact, conventional, reduced): the columns of each profile count the chec
 or above it, and no number in the page is typed by hand. Properties draw ``MAX_EXAMPLES``
 Hypothesis examples each (the whole run takes a few minutes on two cores).
 
+Peers whose pins conflict run in their own environments (noxfile.py, peers/envs/GROUP.txt):
+there ``posenc peers --peer NAME --reports DIR`` runs the same checks and writes
+``DIR/peer-NAME.json`` (the conformance report, plus the peer's versions, the run's seconds,
+Hypothesis examples and the inputs hash), and ``posenc peers --from-reports DIR`` writes the
+page from those reports, running in-process the peers that have none. A report made from other
+adapters, harness code or specs (another inputs hash) or other settings is refused by name,
+so the page is still one run of the current inputs.
+
 Freshness: the page records a hash of what its results depend on in this repository (the
 adapters, the harness's comparison and grading code, this module and the specs with their
 goldens); the docs test recomputes it without running any peer. Peer versions are printed,
@@ -20,20 +28,24 @@ import datetime
 import fnmatch
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from posenc.backends import get_backend
-from posenc.backends.peers import PEERS, PeerBackend
+from posenc.backends.peers import ENGINES, PEERS, PeerBackend
 from posenc.catalog import specs
+from posenc.errors import PosencError
 from posenc.paths import golden_dir
 from posenc.specs import canonical_hash
 
-from .runner import Options, Result, run
+from .report import LIFTED, document
+from .runner import Check, Options, Result, run
 from .tolerances import PROFILES
 
 MAX_EXAMPLES = 10
@@ -46,8 +58,15 @@ PROFILE_MEANS = {"conventional": "float32 angles m·θ (the conventional profile
                  "reduced": "angles or cos/sin in bfloat16/float16 (the reduced profile)"}
 
 
+REPORT = "peer-{}.json"  # a peer's report in a --reports / --from-reports folder
+# one peer's run: its adapter, its results (or why it did not run), seconds, versions and
+# where it ran (None: this process; else the report's file name)
+Run = tuple[PeerBackend, "list[Result] | str", float, dict[str, str], "str | None"]
+
+
 def peer_names() -> list[str]:
-    return [f"peer:{name}" for name in PEERS]
+    """Every peer adapter: those of this environment, then the engines (their nox groups)."""
+    return [f"peer:{name}" for name in {**PEERS, **ENGINES}]
 
 
 def inputs_hash() -> str:
@@ -186,8 +205,7 @@ def _comparisons(peer: PeerBackend) -> list[str]:
             "the spec makes the contract)" for function, how in peer.comparisons.items()]
 
 
-def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
-             max_examples: int, digest: str) -> str:
+def markdown(runs: dict[str, Run], *, max_examples: int, digest: str) -> str:
     """The page, from each peer's results (or the reason it did not run)."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -210,10 +228,13 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
         "checks that profile cannot judge (its tolerance reaches a tenth of the values) "
         "counted apart as not judgeable. Every check "
         "below exact is listed under the table with the diagnosis posenc matched, the "
-        "adapter's note on a known deviation, or the failure's first line.", "",
+        "adapter's note on a known deviation, or the failure's first line. A result marked "
+        "*(report)* ran in its nox group's environment (`nox -s GROUP`, peers/envs/) and was "
+        "merged from its JSON report by `posenc peers --from-reports`, with the versions "
+        "recorded there.", "",
         "| peer | versions | result |", "|---|---|---|"]
-    for name, (peer, results, seconds) in runs.items():
-        versions = ", ".join(f"{p} {_version(p)}" for p in peer.version_of)
+    for name, (peer, results, seconds, recorded, source) in runs.items():
+        versions = ", ".join(f"{p} {recorded.get(p, 'not installed')}" for p in peer.version_of)
         if isinstance(results, str):
             lines.append(f"| `{name}` | {versions} | {results} |")
             continue
@@ -223,8 +244,9 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
                              for s, n in bad.items() if n)
         lines.append(f"| `{name}` | {versions} | profile met: {_met_of(scoped)}"
                      + (f" ({bad_text})" if bad_text else "")
-                     + f"; {len(scoped)}/{len(results)} checks in scope; {seconds:.0f} s |")
-    for name, (peer, results, _) in runs.items():
+                     + f"; {len(scoped)}/{len(results)} checks in scope; {seconds:.0f} s"
+                     + (" *(report)*" if source else "") + " |")
+    for name, (peer, results, *_) in runs.items():
         if isinstance(results, str):
             continue
         lines += ["", f"## `{name}`", "", _summary(name), ""]
@@ -236,25 +258,87 @@ def markdown(runs: dict[str, tuple[PeerBackend, list[Result] | str, float]], *,
 
 
 def _summary(name: str) -> str:
-    module = sys.modules[f"posenc.backends.peers.{PEERS[name.removeprefix('peer:')]}"]
+    short = name.removeprefix("peer:")
+    module = sys.modules[f"posenc.backends.peers.{PEERS.get(short) or ENGINES[short]}"]
     return " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
 
 
+def _peer(name: str) -> PeerBackend:
+    peer = get_backend(name)
+    assert isinstance(peer, PeerBackend), name
+    return peer
+
+
+def run_here(peer: PeerBackend, max_examples: int,
+             progress: Callable[[str], None] | None = None) -> Run:
+    """One peer run in this process (or why it cannot run here)."""
+    versions = {p: _version(p) for p in peer.version_of}
+    gone = peer.missing()
+    if gone is not None:
+        return peer, f"not installed here (`pip install {gone[1]}`)", 0.0, versions, None
+    if progress:
+        progress(peer.name)
+    start = time.perf_counter()
+    results = run_peer(peer, max_examples)
+    return peer, results, time.perf_counter() - start, versions, None
+
+
+def write_report(run_: Run, folder: Path, max_examples: int) -> Path:
+    """``folder/peer-NAME.json``: the run's conformance report with what the page needs."""
+    peer, results, seconds, versions, _ = run_
+    assert not isinstance(results, str), results
+    options = {"command": "peers", "peer": peer.name, "max_examples": max_examples,
+               "dtypes": list(DTYPES), "seconds": round(seconds, 3), "versions": versions,
+               "inputs_sha256": inputs_hash()}
+    path = Path(folder) / REPORT.format(peer.name.removeprefix("peer:"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document(results, options), indent=2, default=str) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def _result(entry: dict[str, Any]) -> Result:
+    details = dict(entry.get("details") or {})
+    details.update({k: entry[k] for k in LIFTED if k in entry})
+    details["diagnosis"] = entry.get("diagnosis")
+    check = Check(entry["backend"], entry["device"], entry["dtype"], entry["mode"],
+                  entry["encoding"], entry["kind"], entry["name"])
+    return Result(check, entry["status"], entry.get("message") or "", details,
+                  float(entry.get("seconds") or 0.0), entry.get("grade"),
+                  entry.get("provided_by"))
+
+
+def read_report(path: Path, max_examples: int) -> Run:
+    """A peer's run from its report, refused when it is not one of the current inputs and
+    settings (another inputs hash, example count or dtypes)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        options = data["options"]
+        peer = _peer(options["peer"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PosencError(f"{path}: not a report of `posenc peers --reports`: {exc}") from exc
+    stale = {"inputs_sha256": inputs_hash(), "max_examples": max_examples,
+             "dtypes": list(DTYPES)}
+    for key, want in stale.items():
+        if options.get(key) != want:
+            raise PosencError(f"{path}: made with {key} {options.get(key)!r}, not this page's "
+                              f"{want!r}: run its group again (nox -s GROUP)")
+    results = [_result(entry) for entry in data["results"]]
+    return peer, results, float(options["seconds"]), dict(options["versions"]), Path(path).name
+
+
 def generate(names: Iterable[str] | None = None, max_examples: int = MAX_EXAMPLES,
-             progress: Callable[[str], None] | None = None) -> str:
-    runs: dict[str, tuple[PeerBackend, list[Result] | str, float]] = {}
+             progress: Callable[[str], None] | None = None,
+             reports: Path | None = None) -> str:
+    """The page: each peer from its report in ``reports`` when there is one, else run here."""
+    runs: dict[str, Run] = {}
     for name in names or peer_names():
-        peer = get_backend(name)
-        assert isinstance(peer, PeerBackend), name
-        gone = peer.missing()
-        if gone is not None:
-            runs[name] = (peer, f"not installed here (`pip install {gone[1]}`)", 0.0)
-            continue
-        if progress:
-            progress(name)
-        start = time.perf_counter()
-        results = run_peer(peer, max_examples)
-        runs[name] = (peer, results, time.perf_counter() - start)
+        found = None if reports is None else Path(reports) / REPORT.format(
+            name.removeprefix("peer:"))
+        if found is not None and found.exists():
+            runs[name] = read_report(found, max_examples)
+        else:
+            runs[name] = run_here(_peer(name), max_examples, progress)
     return markdown(runs, max_examples=max_examples, digest=inputs_hash())
 
 
@@ -289,6 +373,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"Hypothesis examples per property (default {MAX_EXAMPLES})")
     parser.add_argument("--check", action="store_true",
                         help="run nothing; fail when docs/peers.md is stale")
+    parser.add_argument("--reports", metavar="DIR", help="write each peer's run to "
+                        "DIR/peer-NAME.json instead of the page (nox groups do)")
+    parser.add_argument("--from-reports", metavar="DIR", help="write the page taking each "
+                        "peer's run from DIR/peer-NAME.json where there is one")
 
 
 def main_args(args: argparse.Namespace) -> int:
@@ -299,8 +387,20 @@ def main_args(args: argparse.Namespace) -> int:
     os.environ.setdefault("KERAS_BACKEND", "torch")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     names = [n if n.startswith("peer:") else f"peer:{n}" for n in args.peer or []] or None
-    text = generate(names, args.max_examples,
-                    lambda name: print(f"running {name} ...", file=sys.stderr, flush=True))
+
+    def progress(name: str) -> None:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+
+    if getattr(args, "reports", None):
+        for name in names or peer_names():
+            run_ = run_here(_peer(name), args.max_examples, progress)
+            if isinstance(run_[1], str):
+                print(f"{name}: {run_[1]}", file=sys.stderr)
+                continue
+            print(f"wrote {write_report(run_, Path(args.reports), args.max_examples)}")
+        return 0
+    text = generate(names, args.max_examples, progress,
+                    getattr(args, "from_reports", None) and Path(args.from_reports))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     print(f"wrote {path}")

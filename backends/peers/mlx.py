@@ -21,18 +21,15 @@ from ._common import as_bhsd, peer_backend, require, rotary_dim_of
 INT32 = np.iinfo(np.int32)
 
 
-def rope_of(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: int | None,
-            scaling: dict[str, Any] | None, freqs: bool) -> Any:
+def rotate_runs(x: Any, positions: Any, rotate: Any) -> Any:
+    """x [..., seq, dim] (NumPy) as [batch, heads, seq, dim] through ``rotate(x4, offsets)``
+    (MLX arrays: x4 and one int32 offset per row), one run of positions per batch row or one
+    token per example (``[batch·seq, heads, 1, dim]``) when they are not runs."""
     import mlx.core as mx
 
-    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type"))
-    require(scaling is None or (kind == "linear" and set(scaling) <= {"rope_type", "type",
-                                                                      "factor"}),
-            f"mx.fast.rope scales positions (linear) only, not {kind!r}")
     x = np.asarray(x)
     require(x.dtype in (np.float32, np.float16), "mx.fast.rope on CPU: float32 or float16 "
             "(MLX has no float64 kernel)")
-    r = rotary_dim_of(x.shape[-1], rotary_dim, None)
     shape, pos = as_bhsd(x.shape, None if positions is None else np.asarray(positions))
     require(pos.size == 0 or (pos.min() >= INT32.min and pos.max() <= INT32.max),
             "MLX's offsets are int32")
@@ -44,17 +41,30 @@ def rope_of(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: int
     else:  # one token per example, each with its own offset
         x4 = x4.transpose(0, 2, 1, 3).reshape(batch * seq, heads, 1, dim)
         offset = pos.reshape(-1)
+    y = rotate(mx.array(x4), mx.array(offset.astype(np.int32)))
+    out = np.array(y, dtype=x.dtype)
+    if not runs:
+        out = out.reshape(batch, seq, heads, dim).transpose(0, 2, 1, 3)
+    return out.reshape(x.shape)
+
+
+def rope_of(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: int | None,
+            scaling: dict[str, Any] | None, freqs: bool) -> Any:
+    import mlx.core as mx
+
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type"))
+    require(scaling is None or (kind == "linear" and set(scaling) <= {"rope_type", "type",
+                                                                      "factor"}),
+            f"mx.fast.rope scales positions (linear) only, not {kind!r}")
+    r = rotary_dim_of(np.shape(x)[-1], rotary_dim, None)
     kwargs: dict[str, Any] = {"base": float(base)}
     if freqs:
         kwargs = {"base": None, "freqs": mx.array(
             (float(base) ** (2.0 * np.arange(r // 2) / r)).astype(np.float32))}
     factor = float(scaling["factor"]) if scaling else 1.0
-    y = mx.fast.rope(mx.array(x4), r, traditional=layout == "interleaved", scale=1.0 / factor,
-                     offset=mx.array(offset.astype(np.int32)), **kwargs)
-    out = np.array(y, dtype=x.dtype)
-    if not runs:
-        out = out.reshape(batch, seq, heads, dim).transpose(0, 2, 1, 3)
-    return out.reshape(x.shape)
+    return rotate_runs(x, positions, lambda x4, offset: mx.fast.rope(
+        x4, r, traditional=layout == "interleaved", scale=1.0 / factor, offset=offset,
+        **kwargs))
 
 
 def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",

@@ -16,16 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..torch import BACKEND as TORCH
-from ._common import peer_backend, require, rotary_dim_of
-
-
-def _linear_factor(scaling: dict[str, Any] | None) -> float:
-    if scaling is None:
-        return 1.0
-    kind = scaling.get("rope_type", scaling.get("type"))
-    require(kind == "linear" and set(scaling) <= {"rope_type", "type", "factor"},
-            f"rotary-embedding-torch has linear interpolation only, not {kind!r} scaling")
-    return float(scaling["factor"])
+from ._common import linear_factor, peer_backend, require, rotary_dim_of
 
 
 def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = "half",
@@ -35,7 +26,7 @@ def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = 
     from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 
     require(x.dtype != torch.float64, "rotary-embedding-torch's frequencies are float32")
-    factor = _linear_factor(scaling)
+    factor = linear_factor(scaling, "rotary-embedding-torch has linear interpolation only")
     r = rotary_dim_of(x.shape[-1], rotary_dim, scaling)
     if layout == "half":  # features (i, i + r/2) -> (2i, 2i + 1), rotated, and back
         pairs = torch.stack([torch.arange(r // 2), torch.arange(r // 2) + r // 2], -1).flatten()
