@@ -27,6 +27,7 @@ LIMIT=${LIMIT:-220}              # seconds per conformance process
 BENCH_LIMIT=${BENCH_LIMIT:-210}  # seconds for the bench suite
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=2
 PY=${PYTHON:-python3}
+PLANNED=$(mktemp); trap 'rm -f "$PLANNED"' EXIT  # a dry run's conformance command lines
 
 step() {  # step NAME LIMIT CMD...: run CMD from /tmp (the installed posenc, not ./posenc)
     local name=$1 limit=$2; shift 2
@@ -37,10 +38,7 @@ step() {  # step NAME LIMIT CMD...: run CMD from /tmp (the installed posenc, not
 
 conformance() {  # conformance NAME ARGS...: one posenc conformance process, JSON report
     local name=$1; shift
-    if [ -n "${DRY_RUN:-}" ]; then
-        "$PY" -c "import sys; from posenc.cli import build_parser
-build_parser().parse_args(['conformance', *sys.argv[1:]])" "$@" --device cuda || exit 2
-    fi
+    [ -n "${DRY_RUN:-}" ] && printf '%q ' "$@" >> "$PLANNED" && echo >> "$PLANNED"
     step "c-$name" "$LIMIT" "$PY" -m posenc conformance --device cuda -q "$@" \
         --json "$OUT/c-$name.json" &
 }
@@ -95,7 +93,13 @@ conformance_jobs() {
         conformance "jax-eager-$k" --backend jax --mode eager --dtype float32 --max-examples 2 \
             --shard "$k/2"
     done
-    [ -n "${DRY_RUN:-}" ] && return 0
+    if [ -n "${DRY_RUN:-}" ]; then  # every planned command line through posenc's parser
+        "$PY" -c "import shlex, sys; from posenc.cli import build_parser
+for line in open(sys.argv[1]):
+    build_parser().parse_args(['conformance', *shlex.split(line), '--device', 'cuda'])" \
+            "$PLANNED" || exit 2
+        return 0
+    fi
     wait
     cat "$OUT/status.txt" 2>/dev/null
     step merge 120 "$PY" -m posenc report merge "$OUT"/c-*.json -o "$OUT/gpu-conformance.json" \
