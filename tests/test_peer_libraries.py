@@ -1,5 +1,6 @@
 """The library peers added for issue 30: x-transformers, litgpt, diffusers, Equinox, torchtune
-(its own nox group: peers/envs/torchtune.txt), and the scoreboard's merge of nox reports.
+(its own nox group: peers/envs/torchtune.txt), the reference implementations gpt-oss and
+llama-models, and the scoreboard's merge of nox reports.
 
 Each test skips without its library. Expected values are computed here in float64 from the
 formulas (never copied from a run); the upstream findings (docs/known-issues.md) are shown by
@@ -38,7 +39,8 @@ def _results(peer: str, encoding: str, dtype: str, names: set[str]) -> dict:
 
 
 def test_the_new_peers_are_registered() -> None:
-    for name in ("x-transformers", "litgpt", "diffusers", "equinox", "torchtune"):
+    for name in ("x-transformers", "litgpt", "diffusers", "equinox", "torchtune", "gpt-oss",
+                 "llama-models"):
         assert name in PEERS
         backend = get_backend(f"peer:{name}")
         if not backend.available():
@@ -211,6 +213,104 @@ def test_torchtune_llama3_scaled_rope_against_float64() -> None:
                scaling=scaling, layout="interleaved").numpy()
     np.testing.assert_allclose(got, _float64_rope(x, pos, np.asarray(inv_freq),
                                                   "interleaved"), atol=5e-5)
+
+
+# -- gpt-oss (OpenAI's reference implementation) -----------------------------------------------
+def _yarn_untruncated(r: int, base: float, factor: float, trained: int, fast: float,
+                      slow: float) -> np.ndarray:
+    """YaRN's inverse frequencies with the ramp's ends left fractional (truncate: False)."""
+    theta = _inv_freq(r, base)
+
+    def pair_index(rotations: float) -> float:  # the pair whose wavelength fits them in L0
+        return r / 2 * math.log(trained / (rotations * 2 * math.pi)) / math.log(base)
+
+    low, high = pair_index(fast), pair_index(slow)
+    ramp = np.clip((np.arange(r // 2) - low) / (high - low), 0.0, 1.0)
+    return theta * (1 - ramp) + theta / factor * ramp
+
+
+def test_gpt_oss_yarn_against_float64() -> None:
+    """gpt-oss-20b's YaRN (factor 32 over 4096, betas 32 and 1, no floor/ceil) with its
+    concentration 0.1·ln(32) + 1 on cos and sin, against float64 from the formulas."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("gpt_oss", reason="pip install --no-deps gpt-oss")
+    from posenc.backends.peers.gpt_oss import rope
+
+    scaling = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+               "truncate": False, "original_max_position_embeddings": 4096}
+    x = RNG.standard_normal((2, 5, 64))
+    pos = np.array([0, 1, 17, 300, 301])
+    got = rope(torch.tensor(x, dtype=torch.float32), torch.tensor(pos), base=150000.0,
+               scaling=scaling).numpy()
+    inv_freq = _yarn_untruncated(64, 150000.0, 32.0, 4096, 32.0, 1.0)
+    want = (0.1 * math.log(32.0) + 1.0) * _float64_rope(x, pos, inv_freq, "half")
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    plain = rope(torch.tensor(x, dtype=torch.float32), torch.tensor(pos), base=150000.0).numpy()
+    np.testing.assert_allclose(plain, _float64_rope(x, pos, _inv_freq(64, 150000.0), "half"),
+                               atol=1e-4)
+
+
+def test_gpt_oss_declares_what_it_cannot_express() -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("gpt_oss", reason="pip install --no-deps gpt-oss")
+    from posenc.backends.peers.gpt_oss import rope
+    from posenc.errors import Unsupported
+
+    x = torch.zeros(4, 64)
+    truncated = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}
+    for kwargs, reason in (({"scaling": truncated}, "truncate: False"),
+                           ({"layout": "interleaved"}, "pairs"),
+                           ({"rotary_dim": 32}, "whole head"),
+                           ({"scaling": {"rope_type": "linear", "factor": 2.0}}, "YaRN only")):
+        with pytest.raises(Unsupported, match=reason):
+            rope(x, **kwargs)
+
+
+# -- llama-models (Meta's reference code) ---------------------------------------------------------
+def _llama31_float64(r: int, base: float) -> np.ndarray:
+    """Llama 3.1's schedule (factor 8, low/high freq factors 1 and 4, 8192) in float64."""
+    theta = _inv_freq(r, base)
+    wavelength = 2 * math.pi / theta
+    smooth = (8192 / wavelength - 1.0) / (4.0 - 1.0)
+    blended = (1 - smooth) * theta / 8.0 + smooth * theta
+    return np.where(wavelength < 8192 / 4.0, theta,
+                    np.where(wavelength > 8192 / 1.0, theta / 8.0, blended))
+
+
+LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+def _llama_models_rope() -> tuple:
+    """torch and the adapter's rope, or a skip naming the packages."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fairscale", reason="pip install --no-deps fairscale")
+    pytest.importorskip("llama_models", reason="pip install --no-deps llama-models fairscale")
+    from posenc.backends.peers.llama_models import rope
+
+    return torch, rope
+
+
+def test_llama_models_scaled_rope_against_float64() -> None:
+    torch, rope = _llama_models_rope()
+    scaling = LLAMA31
+    x = RNG.standard_normal((2, 3, 4, 64))
+    pos = np.array([[0, 1, 17, 300], [5, 6, 7, 250]])
+    want = np.stack([_float64_rope(x[b], pos[b], _llama31_float64(64, 500000.0), layout)
+                     for layout in ("interleaved", "half") for b in range(2)])
+    got = np.stack([rope(torch.tensor(x, dtype=torch.float32), torch.tensor(pos),
+                         base=500000.0, scaling=scaling, layout=layout).numpy()[b]
+                    for layout in ("interleaved", "half") for b in range(2)])
+    np.testing.assert_allclose(got, want, atol=5e-5)
+
+
+def test_llama_models_scaling_constants_are_fixed() -> None:
+    from posenc.errors import Unsupported
+
+    torch, rope = _llama_models_rope()
+    scaling = {**LLAMA31, "factor": 32.0}
+    with pytest.raises(Unsupported, match="fixed constants"):
+        rope(torch.zeros(4, 64), scaling=scaling, layout="interleaved")
 
 
 # -- the scoreboard from reports -----------------------------------------------------------------

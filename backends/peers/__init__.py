@@ -27,6 +27,8 @@ PEERS = {
     "diffusers": "diffusers",
     "equinox": "equinox",
     "torchtune": "torchtune",
+    "gpt-oss": "gpt_oss",
+    "llama-models": "llama_models",
 }
 # inference engines, each run in its own environment (noxfile.py, peers/envs/GROUP.txt:
 # ``nox -s GROUP``) as ``peer:NAME`` like the others; not (yet) on the one-run scoreboard
