@@ -39,7 +39,8 @@ class RopeLayer:
     ``scaling``: a rope_parameters dict accepted by :func:`posenc.rope_frequencies` (with
     ``rope_theta``, and ``max_position_embeddings`` when the config has it). ``head_dim``:
     the width whose rotary slice is rotated (DeepSeek: ``qk_rope_head_dim``).
-    ``interleaved``: the checkpoint's rotary pairing is (2i, 2i+1) (DeepSeek), not half.
+    ``interleaved``: the checkpoint's rotary pairing is (2i, 2i+1), not half: the config's
+    ``rope_interleave`` where it has one, else the MLA families' but MiniCPM3's and HY-V4's.
     ``mrope_ordering``: the M-RoPE ordering the config names (posenc.mrope's ``ordering``:
     ERNIE 4.5-VL, Bailing or XD-RoPE from its model_type or keys), None for a text rope."""
 
