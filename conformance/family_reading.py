@@ -13,20 +13,14 @@ import numpy as np
 
 import posenc
 from posenc.catalog import specs
-from posenc.dialects.transformers import rope_layers
+from posenc.dialects.transformers import LAYER_TYPES, rope_layers
+from posenc.dialects.transformers import has_rope as is_attention
 
 from .tolerances import JUDGEABLE, PROFILES, compare, tolerance_for
 
 DEFAULT_BASE = 10000.0  # RoFormer's base, where a config names none
+POSENC_TYPES = LAYER_TYPES  # the layer types posenc's reader keys ropes by
 LAYOUTS = ("half", "interleaved", "deinterleave", "half, mirrored", "interleaved, mirrored")
-POSENC_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
-
-
-def is_attention(layer_type: str) -> bool:
-    """An attention layer type (``indexed_attention`` too); a hybrid model's ``mamba``,
-    ``conv``, ``linear_attention`` layers have no rope."""
-    return "attention" in layer_type and not layer_type.startswith("linear")
-
 
 
 @dataclass
@@ -124,24 +118,16 @@ def expected_layers(config: dict[str, Any], n: int) -> tuple[list[LayerRope], li
     blocks = config.get("block_types")
     if not types and isinstance(blocks, list) and blocks:  # RecurrentGemma's cycle
         types = [blocks[i % len(blocks)] for i in range(n)]
-    read = dict(config)
-    if types and any(t not in POSENC_TYPES for t in types):
-        # the types posenc's reader knows; the others' rope is the flat one, if any
-        read["layer_types"] = [t for t in types if t in POSENC_TYPES]
+    read = dict(config)  # layer types without attention: posenc's reader skips them
+    if len(types) > n and len(attention := [t for t in types if is_attention(t)]) == n:
+        # Dory's config.json lists each layer as (attention, mlp) blocks: DoryConfig keeps
+        # the attention entries, one per layer
+        types = read["layer_types"] = attention
+        notes.append("layer_types lists attention and mlp blocks: one layer per attention "
+                     "block, as the config class reads it")
     if not any(config.get(k) for k in ("rope_parameters", "rope_scaling", "rope_theta")):
         read["rope_theta"] = DEFAULT_BASE
         notes.append("no rope_theta in the config: base 10000")
-    params = read.get("rope_parameters")
-    if config.get("qk_rope_head_dim") and isinstance(params, dict) and \
-            params.get("partial_rotary_factor") and config.get("head_dim") and abs(
-                config["head_dim"] * params["partial_rotary_factor"]
-                - config["qk_rope_head_dim"]) < 0.5:
-        # Mistral 4: the factor says qk_rope_head_dim / head_dim, the slice posenc already
-        # takes as the rotary head (posenc.dialects.transformers would apply it twice)
-        read["rope_parameters"] = {k: v for k, v in params.items()
-                                   if k != "partial_rotary_factor"}
-        notes.append("partial_rotary_factor = qk_rope_head_dim / head_dim dropped (posenc's "
-                     "reader would apply it to qk_rope_head_dim again)")
     layers = rope_layers(read)
     # the pairing a config names (DeepSeek's rope_interleave); otherwise the family's own
     declared = None
@@ -159,20 +145,11 @@ def expected_layers(config: dict[str, Any], n: int) -> tuple[list[LayerRope], li
             out.append(LayerRope(0, None, None, t, None, attention=False))
             continue
         layer = layers.get(t) or layers.get("all") or next(iter(layers.values()))
-        head_dim = layer.head_dim
-        override = (config.get("per_layer_config") or {}).get(str(i)) or {}
-        if override.get("head_dim") and not config.get("qk_rope_head_dim"):
-            # transformers 5.24 saves Gemma 4's global_head_dim as per_layer_config
-            head_dim = int(override["head_dim"])
-            note = ("per_layer_config's head_dim read by the sweep (posenc's reader takes "
-                    "global_head_dim only)")
-            if note not in notes:
-                notes.append(note)
         scaling: dict[str, Any] | None = dict(layer.scaling)
         if per_layer is not None:
             chosen = per_layer[i] if i < len(per_layer) else None
             scaling = None if chosen is None else {**layer.scaling, **chosen}
-        out.append(LayerRope(head_dim, scaling, rd, t, declared))
+        out.append(LayerRope(layer.head_dim, scaling, rd, t, declared))
     return out, notes
 
 

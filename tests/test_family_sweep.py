@@ -283,3 +283,31 @@ def test_an_unknown_family_is_an_error_naming_it() -> None:
 def test_check_reports_a_missing_page(tmp_path: Path) -> None:
     done = run_cli("sweep", "transformers", "--check", "--out", str(tmp_path))
     assert done.returncode == 1 and "missing" in done.stdout
+
+
+@pytest.mark.parametrize("model_type", ["dory", "lfm3", "gemma4", "mistral4"])
+def test_the_sweep_reads_layers_through_posencs_reader(model_type: str) -> None:
+    """The sweep adjusts nothing posenc's reader reads itself (Gemma 4's per_layer_config,
+    Mistral 4's factor, LFM3's conv layers); Dory's (attention, mlp) block list maps one
+    layer per attention block, as DoryConfig reads it."""
+    pytest.importorskip("transformers")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from posenc.conformance.family_reading import expected_layers
+
+    config = CONFIG_MAPPING[model_type]()
+    text = getattr(config, "text_config", None) or config
+    n = text.num_hidden_layers
+    layers, notes = expected_layers(config.to_dict().get("text_config") or config.to_dict(), n)
+    assert len(layers) == n
+    types = getattr(text, "layer_types", None) or ["all"] * n
+    for layer, layer_type in zip(layers, types, strict=True):
+        assert layer.layer_type in (layer_type, "all")
+        assert (layer.scaling is None) is (layer_type == "conv")
+    assert all("dropped" not in note and "per_layer_config" not in note for note in notes)
+    if model_type == "gemma4":
+        widths = {layer.layer_type: layer.head_dim for layer in layers}
+        assert widths == {"full_attention": 512, "sliding_attention": 256}
+    if model_type == "mistral4":
+        assert {layer.head_dim for layer in layers} == {64}
+        assert all("partial_rotary_factor" not in layer.scaling for layer in layers)
