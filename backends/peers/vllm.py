@@ -79,7 +79,10 @@ def rotate(module: Any, path: str, positions: np.ndarray, query: Any) -> Any:
 
     pos = torch.from_numpy(np.ascontiguousarray(positions, dtype=np.int64))
     method = getattr(module, "forward_cpu" if path == "cpu" else "forward_native", None)
-    with torch.no_grad():  # the CPU kernel rotates in place: give it a copy
+    # the CPU kernel rotates in place: give it a copy, laid out as vLLM's attention layers give
+    # theirs (last axis contiguous; a strided query is silently misread, docs/known-issues.md)
+    query = query.contiguous()
+    with torch.no_grad():
         out, _ = (method or module.forward)(pos, query.clone(), query.clone())
     return out
 
