@@ -91,6 +91,45 @@ def test_x_transformers_rotary_width_two_divides_by_zero() -> None:
     assert "ZeroDivisionError" in result["case:two_dims"].message
 
 
+def test_rotary_embedding_torch_width_two_divides_by_zero() -> None:
+    """rotary-embedding-torch 0.9.1 has x-transformers' rescale exponent dim / (dim - 2)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("rotary_embedding_torch")
+    from rotary_embedding_torch import RotaryEmbedding
+
+    import posenc
+
+    x = RNG.standard_normal((3, 2))
+    want = _float64_rope(x, np.arange(3), np.array([1.0]), "interleaved")
+    np.testing.assert_allclose(posenc.rope(x, layout="interleaved"), want, atol=1e-12)
+    with pytest.raises(ZeroDivisionError):
+        RotaryEmbedding(dim=2)
+    result = _results("peer:rotary-embedding-torch", "rope", "float32", {"case:two_dims"})
+    assert result["case:two_dims"].status == "error"  # reported, not scoped out
+    assert "ZeroDivisionError" in result["case:two_dims"].message
+
+
+def test_rotary_embedding_torch_negative_offsets_are_out_of_its_domain() -> None:
+    """Its offset counts cached tokens; below 0 its cache is read by negative slicing, which
+    gives nothing (an error) or rows from the cache's end (silently wrong): posenc scopes a
+    negative start with that reason."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("rotary_embedding_torch")
+    from rotary_embedding_torch import RotaryEmbedding
+
+    rotary = RotaryEmbedding(dim=8)
+    rotary.rotate_queries_or_keys(torch.zeros(1, 64, 8), seq_dim=-2)  # fills the cache
+    freqs = rotary(torch.arange(-10, -6, dtype=torch.float32), seq_len=4, offset=-10)
+    inv = _inv_freq(8, 10000.0)
+    want = np.repeat(np.arange(-10, -6)[:, None] * inv[None], 2, axis=-1)
+    assert not np.allclose(freqs.double().numpy(), want, atol=1e-3)  # silently other rows
+    result = _results("peer:rotary-embedding-torch", "rope", "float32",
+                      {"case:far_negative_positions", "case:negative_positions"})
+    for name in ("case:far_negative_positions", "case:negative_positions"):
+        assert result[name].status == "unsupported"
+        assert "offset counts cached tokens" in result[name].message
+
+
 def test_x_transformers_t5_bucket_float32_log_tie() -> None:
     """Distance 2^17 with 64 buckets up to 2^20 (bidirectional): 16 + 16·log(2^17/16)/log(2^20/16)
     = 16 + 16·13/16 = 29 exactly, bucket 32 + 29 = 61; the float32 log truncates to 60."""

@@ -39,6 +39,9 @@ def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = 
     with torch.no_grad():
         if pos is None or (pos.ndim == 1 and pos.size and np.all(np.diff(pos) == 1)):
             offset = 0 if pos is None else int(pos[0])
+            require(offset >= 0, "rotary-embedding-torch's offset counts cached tokens: below 0 "
+                    "its frequency cache is read by Python's negative slicing (empty, or rows "
+                    "from the cache's end)")
             return rotary.rotate_queries_or_keys(x, seq_dim=-2, offset=offset)
         rows = pos if pos.ndim == 2 else pos[None]
         out = [apply_rotary_emb(rotary(torch.from_numpy(row).to(x.device, torch.float32)
