@@ -7,7 +7,7 @@ two directives: ``# peers: NAME ...`` (the ``peer:NAME`` backends the group runs
 ``# pip: uninstall -y torchvision torchaudio``). A session installs torch 2.13.0 (the CPU
 build) first, so that no requirement brings in another torch, then the group's requirements,
 then posenc itself with ``--no-deps`` and only its light dependencies, and runs: the engine
-tests of the group (``tests/test_engines.py``, which skip without the engine), then the
+tests of the group (``tests/peers/test_engines.py``, which skip without the engine), then the
 scoreboard's run of each of the group's peers (``posenc peers --peer NAME --reports
 .nox/reports``), writing ``.nox/reports/peer-NAME.json``. A peer that is still missing is
 reported with the pip package that brings it. ``posenc peers --from-reports .nox/reports``
@@ -63,8 +63,8 @@ def run_group(session: nox.Session, group: str) -> None:
     # editable: the tests run from the checkout, whose posenc/ would shadow a wheel install
     session.install("--no-deps", "-e", ".")
     session.install(*light_dependencies())
-    tests = [t for t in ("tests/test_engines.py", f"tests/test_{group}_engine.py",
-                         "tests/test_peer_libraries.py")
+    tests = [t for t in ("tests/peers/test_engines.py", f"tests/test_{group}_engine.py",
+                         "tests/peers/test_peer_libraries.py")
              if (ROOT / t).exists()]
     session.run("python", "-m", "pytest", "-q", "-rs", *tests,
                 "--rootdir", str(ROOT), "-p", "no:cacheprovider", "-k", group,

@@ -59,14 +59,14 @@ MARKDOWN = "families.md"
 SWEEP_MODULES = ("family_sweep.py", "family_reading.py", "family_checks.py")
 OBSERVER_MODULES = ("transformers_families.py", "transformers_observation.py",
                     "transformers_configs.py", "transformers_biases.py")
-# the representative families CI runs (tests/test_family_sweep.py)
+# the representative families CI runs (tests/peers/test_family_sweep.py)
 REPRESENTATIVE = ("llama", "gptj", "gpt_neox", "phi3", "gemma3", "qwen2_vl", "deepseek_v3",
                   "cohere", "bloom", "t5")
 
 
 # -- one family ----------------------------------------------------------------------------------
 # divergences adjudicated by hand, with their evidence: (family, diagnosis substring) ->
-# (adjudication, explanation); tests/test_family_sweep.py holds the independent evidence
+# (adjudication, explanation); tests/peers/test_family_sweep.py holds the independent evidence
 ADJUDICATED = {
     ("minimax_m3_vl", "rotary_dim"): (
         "transformers bug", "MiniMaxM3VLTextConfig documents rotary_dim (64 of 128 channels "

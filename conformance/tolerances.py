@@ -55,7 +55,7 @@ comparison says so (:attr:`Comparison.unjudged`) and the check is *not judgeable
 profile (its own status, ``unjudgeable``), never a pass.
 
 Every tolerance is at least the result dtype's half-ulp plus the rounding of the inputs
-(``tests/test_tolerance_floor.py`` holds each spec to it).
+(``tests/harness/test_tolerance_floor.py`` holds each spec to it).
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, scale: 
     finite = np.isfinite(expected)
     magnitude = float(np.max(np.abs(expected[finite]), initial=0.0)) or scale
     # only a looser profile's admitted arithmetic can outgrow the data; the exact profile is the
-    # spec's own stated tolerance (tests/test_tolerance_floor.py holds each spec to it)
+    # spec's own stated tolerance (tests/harness/test_tolerance_floor.py holds each spec to it)
     unjudged = (finite & (allowed >= JUDGEABLE * magnitude) if tol.profile != "exact"
                 else np.zeros(err.shape, bool))
     excess = err - allowed

@@ -213,7 +213,7 @@ def option(kind: str, *, minimum: float | None = None, exclusive_minimum: float 
         return value
 
     parse.__name__ = kind  # argparse words an error without a message with the type's name
-    parse.minimum = minimum  # type: ignore[attr-defined]  # read by tests/test_hostile_inputs.py
+    parse.minimum = minimum  # type: ignore[attr-defined]  # read by tests/backends/test_hostile_inputs.py
     parse.exclusive_minimum = exclusive_minimum  # type: ignore[attr-defined]
     return parse
 

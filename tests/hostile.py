@@ -1,4 +1,4 @@
-"""The hostile-input fuzz of tests/test_hostile_inputs.py: for every public function a valid
+"""The hostile-input fuzz of tests/backends/test_hostile_inputs.py: for every public function a valid
 call and the parameters it declares, Hypothesis strategies of bad values by declared kind, and
 the oracle a call must satisfy.
 

@@ -42,7 +42,7 @@ def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = 
 
 LONG_ALWAYS = ("mlx-lm's SuScaledRoPE divides by long_factor at every length (short_factor is "
                "never read; transformers uses it below original_max_position_embeddings): "
-               "no profile can judge the gap here, tests/test_peer_libraries.py shows it")
+               "no profile can judge the gap here, tests/peers/test_peer_libraries.py shows it")
 BACKEND = peer_backend(
     NUMPY, "peer:mlx-lm", packages={"mlx": "mlx[cpu]", "mlx_lm": "mlx-lm"},
     version_of=("mlx-lm", "mlx"), dtypes=("float32", "float16"), overrides={"rope": rope},

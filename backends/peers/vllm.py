@@ -7,7 +7,7 @@ kernel path (``forward_cpu``: the C++ ``rotary_embedding`` op where the class ha
   base, yarn, llama3, Gemma 4's proportional, Hunyuan's NTK-alpha); queries
   ``[tokens, heads * head_size]`` as a model passes them. dynamic and longrope are fixed
   per server in vLLM (dialects.DIVERGENCES): out of scope here, checked by
-  tests/test_vllm_engine.py.
+  tests/peers/test_vllm_engine.py.
 - vllm_rope_frequencies: read back from the module's cos/sin cache (row 0 is the attention
   factor, row 1 the angle of each frequency), so the scoreboard judges what the engine uses.
 

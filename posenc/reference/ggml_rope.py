@@ -10,7 +10,7 @@ compiler emits it where the target has a fused multiply-add (aarch64; x86-64 wit
 ggml's native and AVX2 builds are; GCC contracts by default): the second product rounded to
 float32, the first fused into the sum, which rounds once. Checked against ggml-python 0.0.45
 (ggml-cpu built -march=native): within one float32 ulp of cos/sin at every entry, where two
-separate roundings are up to 1.2e-3 off at position 2**20 (tests/test_engines.py)."""
+separate roundings are up to 1.2e-3 off at position 2**20 (tests/peers/test_engines.py)."""
 
 from __future__ import annotations
 
