@@ -53,7 +53,8 @@ R = torch.tensor([0.5, 1.0, 1.5])
         ("causal_mask_mod", (-3,), {}, r"query_offset=-3 must be >= 0"),
     ],
 )
-def test_bad_inputs(factory: str, args: tuple, kwargs: dict, message: str) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(factory: str, args: tuple, kwargs: dict,
+                                                      message: str) -> None:
     with pytest.raises(ParameterError, match=message):
         getattr(pe, factory)(*args, **kwargs)
 

@@ -35,7 +35,7 @@ K = np.zeros((2, 5, 4))
         ((Q.astype(int), K, K), {}, r"q must have a real floating dtype"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.attention(*args, **kwargs)
 

@@ -46,7 +46,7 @@ GRID = np.stack(np.meshgrid(np.arange(2), np.arange(3), indexing="ij"), -1).resh
         ({"base": 0.5}, r"base=0.5 must be > 1"),
     ],
 )
-def test_bad_parameters(pe, kwargs, message) -> None:
+def test_bad_parameters_raise_a_parameter_error_naming_them(pe, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.axial_rope(X16, GRID, **kwargs)
 
@@ -67,7 +67,7 @@ def test_bad_parameters(pe, kwargs, message) -> None:
         (X16.astype(np.float32), GRID - 2**24 - 1, r"positions contains -16777217, beyond 2\*\*24"),
     ],
 )
-def test_bad_arrays(pe, x, positions, message) -> None:
+def test_bad_arrays_raise_a_parameter_error_naming_them(pe, x, positions, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.axial_rope(x, positions)
 

@@ -32,12 +32,12 @@ R = np.ones((2, 5, 4))
         ((R.astype(int), R, R), {}, r"amplitude must have a real floating dtype, got int"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.complex_order(*args, **kwargs)
 
 
-def test_mixed_dtypes() -> None:
+def test_mixed_dtypes_are_refused_naming_them() -> None:
     with pytest.raises(ParameterError, match="must share one dtype, got float32, float64"):
         posenc.complex_order(R, R.astype(np.float32), R)
 

@@ -58,12 +58,12 @@ E = RNG.standard_normal((6, 4))
          r"key_mask must be boolean \(True = a real key, False = padding\), got dtype float"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.cope(*args, **kwargs)
 
 
-def test_mixed_dtypes() -> None:
+def test_mixed_dtypes_are_refused_naming_them() -> None:
     with pytest.raises(ParameterError, match="q, k and pos_emb must share one dtype, got q "
                                              "float32, k float32, pos_emb float64"):
         posenc.cope(Q.astype(np.float32), K.astype(np.float32), E, npos_max=6)

@@ -35,7 +35,7 @@ K = np.linspace(1, -1, 6 * 8).reshape(1, 6, 8)
         (Q, K, np.arange(6) * 1.0, {}, r"positions must have an integer dtype, got float(32|64)"),
     ],
 )
-def test_bad_inputs(pe, q, k, positions, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, q, k, positions, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.dual_chunk_attention(q, k, positions, **kwargs)
 

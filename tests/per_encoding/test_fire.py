@@ -43,12 +43,12 @@ W1, B1, W2, B2 = [0.5, -1.0], [0.25, 0.5], [[1.0, -0.5, 2.0], [0.5, 0.25, -1.0]]
         ((2, True, W1, B1, W2, B2), {}, r"k_len must be an int, got True \(bool\)"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.fire(*args, **kwargs)
 
 
-def test_mixed_dtypes() -> None:
+def test_mixed_dtypes_are_refused_naming_them() -> None:
     with pytest.raises(ParameterError, match="w1, b1, w2 and b2 must share one dtype, got "
                                              "float32, float64"):
         posenc.fire(2, 4, np.array(W1, np.float32), np.array(B1), np.array(W2), np.array(B2))

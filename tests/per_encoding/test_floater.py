@@ -51,7 +51,7 @@ GOOD = {"p0": np.zeros(D), "w1": np.zeros((D + 1, HIDDEN)), "b1": np.zeros(HIDDE
         ({"dt": "0.01"}, r"dt must be a number, got '0.01'"),
     ],
 )
-def test_bad_parameters(pe, params, message) -> None:
+def test_bad_parameters_raise_a_parameter_error_naming_them(pe, params, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.floater(**GOOD, **{"length": 4, **params})
 
@@ -76,7 +76,7 @@ def test_bad_parameters(pe, params, message) -> None:
         ("b1", np.zeros(HIDDEN, np.int64), r"b1 must have a real floating dtype, got int"),
     ],
 )
-def test_bad_arrays(pe, name, value, message) -> None:
+def test_bad_arrays_raise_a_parameter_error_naming_them(pe, name, value, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.floater(**{**GOOD, name: value}, length=4)
 

@@ -48,7 +48,7 @@ C = np.linspace(-1, 1, 2 * 2 * 2).reshape(2, 2, 2)  # base 1e4, dim 8, L 64: M =
          r"rotary_dim / 2 = 2\)"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.fope(*args, **kwargs)
 

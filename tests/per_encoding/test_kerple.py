@@ -44,12 +44,12 @@ R = [0.5, 1.0, 1.5]
         ((2, 4, R, R), {"form": "linear"}, r"form='linear' is not one of 'log', 'power'"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.kerple(*args, **kwargs)
 
 
-def test_mixed_dtypes() -> None:
+def test_mixed_dtypes_are_refused_naming_them() -> None:
     with pytest.raises(ParameterError, match="r1 and r2 must share one dtype, got float32 "
                                              "and float64"):
         posenc.kerple(2, 4, np.array(R, np.float32), np.array(R))

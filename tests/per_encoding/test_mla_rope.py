@@ -31,7 +31,7 @@ K = np.linspace(-1, 1, 2 * 4 * 4).reshape(2, 1, 4, 4)
          r"factor"),
     ],
 )
-def test_bad_inputs(pe, q, k_rot, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, q, k_rot, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.mla_rope(q, k_rot, **kwargs)
 

@@ -61,7 +61,7 @@ POS = np.arange(15).reshape(3, 5)
         ({"scaling": [2, 3, 3]}, r"scaling must be a dict"),
     ],
 )
-def test_bad_parameters(pe, kwargs, message) -> None:
+def test_bad_parameters_raise_a_parameter_error_naming_them(pe, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.mrope(X16, POS, **kwargs)
 
@@ -80,7 +80,7 @@ def test_bad_parameters(pe, kwargs, message) -> None:
         (X16.astype(np.float32), POS + 2**24, r"positions contains 16777230, beyond 2\*\*24"),
     ],
 )
-def test_bad_arrays(pe, x, positions, message) -> None:
+def test_bad_arrays_raise_a_parameter_error_naming_them(pe, x, positions, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.mrope(x, positions, sections=[2, 3, 3])
 

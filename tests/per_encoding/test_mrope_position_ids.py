@@ -51,7 +51,7 @@ VIDEO_GRID = np.array([[2, 4, 4]])
          r"second_per_grid_ts\[0\]=-0.5 must be a finite number >= 0"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.mrope_position_ids(*args, **kwargs)
 

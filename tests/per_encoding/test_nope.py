@@ -23,7 +23,7 @@ X = np.linspace(-1, 1, 2 * 6 * 8).reshape(2, 6, 8)
         (np.ones((6, 8), np.int64), r"x must have a real floating dtype, got int(32|64)"),
     ],
 )
-def test_bad_inputs(pe, x, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, x, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.nope(x, np.arange(6))
 

@@ -31,7 +31,7 @@ IDS = np.array([[4, 5, 6, 7], [0, 1, 2, 3]])
          r"position_ids has shape \(2, 3\) but cache_position has 4 entries"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.query_temperature(*args, **kwargs)
 

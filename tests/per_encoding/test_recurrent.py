@@ -42,7 +42,7 @@ def test_bad_length(pe, length, message) -> None:
         (np.array([1, 2, 3]), A, r"p0 must have a real floating dtype, got int"),
     ],
 )
-def test_bad_arrays(pe, p0, transition, message) -> None:
+def test_bad_arrays_raise_a_parameter_error_naming_them(pe, p0, transition, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.recurrent(p0, transition, length=4)
 

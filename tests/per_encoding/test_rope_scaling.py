@@ -77,7 +77,7 @@ def _cases(spec_id: str) -> dict[str, tuple[golden.GoldenCase, dict[str, Any]]]:
         ([("rope_type", "linear")], r"scaling must be a dict"),
     ],
 )
-def test_bad_scaling(pe, scaling, message) -> None:
+def test_bad_scaling_raises_a_parameter_error_naming_it(pe, scaling, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.rope_frequencies(8, scaling=scaling)
     with pytest.raises(ParameterError, match=message):

@@ -54,7 +54,7 @@ def _args(**changes):
         (_args(), {"causal": "yes"}, r"causal must be a bool, got 'yes' \(str\)"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.transformer_xl(**args, **kwargs)
 

@@ -53,7 +53,7 @@ def _args(**changes):
         (_args(), {"scale": -1.0}, r"scale=-1.0 must be a finite number > 0"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.tupe(**args, **kwargs)
 

@@ -27,7 +27,7 @@ GRID = np.stack(np.meshgrid(np.arange(2), np.arange(3), indexing="ij"), -1).resh
         (X, None, r"positions=None: 2-D rope needs \[seq, 2\] grid coordinates"),
     ],
 )
-def test_bad_inputs(pe, function, x, positions, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, function, x, positions, message) -> None:
     with pytest.raises(ParameterError, match=message):
         getattr(pe, function)(x, positions)
 

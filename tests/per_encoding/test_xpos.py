@@ -50,7 +50,7 @@ EPS64 = float(np.finfo(np.float64).eps)
         ((X.astype(int),), {}, r"x must have a real floating dtype, got int(32|64)"),
     ],
 )
-def test_bad_inputs(pe, args, kwargs, message) -> None:
+def test_bad_input_raises_a_parameter_error_naming_it(pe, args, kwargs, message) -> None:
     with pytest.raises(ParameterError, match=message):
         pe.xpos(*args, **kwargs)
 
