@@ -10,8 +10,9 @@ no autograd through them).
 The kernel runs float32, bfloat16 and float16 tensors on CUDA (on CPU tensors too under
 ``TRITON_INTERPRET=1``, Triton's interpreter). float64 tensors, or CPU tensors without the
 interpreter, go through the array-API implementation. Autograd: the backward pass is the same
-kernel rotating by the opposite angles. Under ``torch.compile`` the kernel is a
-``torch.library.triton_op``: traced into the graph, no graph break.
+kernel rotating by the opposite angles. Under ``torch.compile`` ``rope`` takes the
+array-API path (no graph break; Inductor fuses it): the kernel's ``torch.library.triton_op``
+traced into a graph gave unwritten outputs on a GPU, so compiled calls do not use it.
 """
 
 from __future__ import annotations
@@ -250,6 +251,12 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
         if k.device != x.device:
             raise ParameterError(f"q is on {x.device} but k is on {k.device}")
     if x.dtype == torch.float64 or (device.type != "cuda" and not interpreting()):
+        return None
+    if torch.compiler.is_compiling():
+        # traced: the array-API path, which Inductor fuses into kernels of its own. The
+        # triton_op traced into a graph returned unwritten outputs on an H100 (torch 2.11,
+        # Triton 3.6; benchmarks/README.md, GPU 2026-11-27): no kernel under compile until
+        # that is understood and checked on a GPU again
         return None
     return _Launch(x, positions, sched, layout, check_range=kernel_checks)
 

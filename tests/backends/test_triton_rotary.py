@@ -250,3 +250,33 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
     assert "16777221" in messages[0] and "16777221" in messages[1], messages
     assert "nan" in messages[2] and "nan" in messages[3], messages
     assert result["errors"][1][1] and result["errors"][3][1]  # in place: untouched
+
+
+@needs_triton
+def test_compiled_calls_take_the_array_api_path(tmp_path: Path) -> None:
+    """Traced, torch_triton.rope launches no kernel (the triton_op under torch.compile gave
+    unwritten outputs on a GPU): prepared() answers None and the result is posenc.rope's."""
+    result = _interpreted("""
+        import json, os
+        import numpy as np, torch
+        import posenc
+        from posenc.backends import torch_triton as tt
+        from posenc.backends.torch import triton_kernel
+        launched = []
+        launch = triton_kernel.launch
+        triton_kernel.launch = lambda *a, **kw: (launched.append(1), launch(*a, **kw))
+        q = torch.randn(1, 2, 5, 16)
+        pos = torch.tensor([0, 3, 4096, 70000, 1048575])
+        eager = tt.rope(q, pos, base=500000.0)
+        eager_launches = len(launched)
+        torch.compiler.is_compiling = lambda: True  # what a trace sees
+        op = tt.prepared(q, pos, base=500000.0)
+        traced = tt.rope(q, pos, base=500000.0)
+        want = posenc.rope(q.double().numpy(), pos.numpy(), base=500000.0)
+        json.dump({"eager_launches": eager_launches, "traced_launches": len(launched) - eager_launches,
+                   "op": op is None, "error": float(np.abs(traced.double().numpy() - want).max())},
+                  open(os.environ["POSENC_OUT"], "w"))
+        """, tmp_path)
+    assert result["eager_launches"] == 1 and result["traced_launches"] == 0
+    assert result["op"] is True
+    assert result["error"] < 1e-5
