@@ -18,6 +18,7 @@ traced into a graph gave unwritten outputs on a GPU, so compiled calls do not us
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import os
 import typing
@@ -135,16 +136,16 @@ def _in_place(runs: tuple[Any, Any], q: Any, k: Any, positions: Any, pos_mode: i
 
 
 def _direct_runs(*tensors: Any) -> tuple[Any, Any] | None:
-    """The bare kernels when the call needs nothing the registered ops give (eager, plain
+    """The bare kernels when the (eager) call needs nothing the registered ops give (plain
     tensors, no autograd, no dispatch mode watching): the dispatcher's tens of microseconds
-    per call stay out of the launch; None otherwise (compiled, functorch or subclass tensors,
+    per call stay out of the launch; None otherwise (functorch or subclass tensors,
     gradients, a TorchDispatchMode such as FakeTensorMode or a FLOP counter)."""
     import torch
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     from . import triton_kernel
 
-    if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+    if _get_current_dispatch_mode() is not None:
         return None
     for t in tensors:
         if t is None:
@@ -203,15 +204,22 @@ def rope(
 ) -> Any:
     """:func:`posenc.rope` by one fused Triton kernel; with ``k=`` q and k rotate in one launch
     and ``(q, k)`` is returned; ``inplace=True`` overwrites them (see the module docstring)."""
-    import torch
 
-    op = prepared(x, positions, k=k, base=base, layout=layout, rotary_dim=rotary_dim,
-                  scaling=scaling, seq_len=seq_len)
+    params = {"base": base, "layout": layout, "rotary_dim": rotary_dim, "scaling": scaling,
+              "seq_len": seq_len}
+    op = prepared(x, positions, k=k, **params)
     if op is not None:
         return op(x, k, inplace=inplace)
-    xs = (x,) if k is None else (x, k)  # float64, or CPU without the interpreter
-    results = [reference_rope(t, positions, base=base, layout=layout, rotary_dim=rotary_dim,
-                              scaling=scaling, seq_len=seq_len) for t in xs]
+    return _reference(x, k, positions, params, inplace=inplace)  # float64, CPU, or traced
+
+
+def _reference(x: Any, k: Any, positions: Any, params: dict[str, Any], *,
+               inplace: bool) -> Any:
+    """:func:`rope`'s result by the array-API path (no kernel)."""
+    import torch
+
+    xs = (x,) if k is None else (x, k)
+    results = [reference_rope(t, positions, **params) for t in xs]
     if inplace:
         with torch.no_grad():
             for t, r in zip(xs, results, strict=True):
@@ -229,7 +237,8 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
     call. None where :func:`rope` would not use the kernel (float64, CPU). Each call checks
     the positions' range on the device and asserts it there afterwards: an out-of-range
     position raises after the launch (in place, it is checked by a first launch and the
-    tensors are left untouched)."""
+    tensors are left untouched). Called inside torch.compile, it rotates by the array-API
+    path, as :func:`rope` does there."""
     import torch
 
     from posenc import array_api
@@ -241,9 +250,11 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
                      and getattr(getattr(x, "device", None), "type", None) in _kernel_devices()
                      and positions is not None and not array_api.is_traced(positions)
                      and isinstance(positions, torch.Tensor))
-    _, device, positions, sched = prepare(x, positions, base=base, layout=layout,
-                                          rotary_dim=rotary_dim, scaling=scaling,
-                                          seq_len=seq_len, check_range=not kernel_checks)
+    params = {"base": base, "layout": layout, "rotary_dim": rotary_dim, "scaling": scaling,
+              "seq_len": seq_len}
+    given = positions
+    _, device, positions, sched = prepare(x, positions, **params,
+                                          check_range=not kernel_checks)
     if k is not None:
         from .rotary_embedding import check_pair  # RotaryEmbedding's rule for (q, k)
 
@@ -258,7 +269,8 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
         # Triton 3.6; benchmarks/README.md, GPU 2026-11-27): no kernel under compile until
         # that is understood and checked on a GPU again
         return None
-    return _Launch(x, positions, sched, layout, check_range=kernel_checks)
+    return _Launch(x, positions, sched, layout, check_range=kernel_checks,
+                   traced=functools.partial(_reference, positions=given, params=params))
 
 
 def _kernel_devices() -> tuple[str, ...]:
@@ -270,10 +282,11 @@ class _Launch:
     limbs on the device, LongRoPE's switch (a device flag, no host sync)."""
 
     def __init__(self, x: Any, positions: Any, sched: Any, layout: str, *,
-                 check_range: bool = False) -> None:
+                 check_range: bool = False, traced: Any = None) -> None:
         import torch
 
         self.check_range = check_range and positions is not None
+        self.traced = traced  # (x, k, inplace=) -> the result under torch.compile
 
         switch = None
         if positions is None:
@@ -294,7 +307,12 @@ class _Launch:
                      layout == "interleaved", float(sched.attention_factor))
 
     def __call__(self, x: Any, k: Any = None, *, inplace: bool = False) -> Any:
+        import torch
+
         from .memory import may_overlap, same_view
+
+        if torch.compiler.is_compiling():  # see prepared(): no kernel in a graph
+            return self.traced(x, k, inplace=inplace)
 
         rotary, rotary_ = _ops()
         if inplace:

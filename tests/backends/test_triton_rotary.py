@@ -255,7 +255,8 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
 @needs_triton
 def test_compiled_calls_take_the_array_api_path(tmp_path: Path) -> None:
     """Traced, torch_triton.rope launches no kernel (the triton_op under torch.compile gave
-    unwritten outputs on a GPU): prepared() answers None and the result is posenc.rope's."""
+    unwritten outputs on a GPU): prepared() answers None, a launch prepared eagerly and called
+    in a trace takes the array-API path too, and the results are posenc.rope's."""
     result = _interpreted("""
         import json, os
         import numpy as np, torch
@@ -269,14 +270,17 @@ def test_compiled_calls_take_the_array_api_path(tmp_path: Path) -> None:
         pos = torch.tensor([0, 3, 4096, 70000, 1048575])
         eager = tt.rope(q, pos, base=500000.0)
         eager_launches = len(launched)
+        ready = tt.prepared(q, pos, base=500000.0)  # prepared eagerly, called in a trace
         torch.compiler.is_compiling = lambda: True  # what a trace sees
         op = tt.prepared(q, pos, base=500000.0)
         traced = tt.rope(q, pos, base=500000.0)
+        in_loop = ready(q)
         want = posenc.rope(q.double().numpy(), pos.numpy(), base=500000.0)
         json.dump({"eager_launches": eager_launches, "traced_launches": len(launched) - eager_launches,
-                   "op": op is None, "error": float(np.abs(traced.double().numpy() - want).max())},
+                   "op": op is None, "error": float(np.abs(traced.double().numpy() - want).max()),
+                   "loop_error": float(np.abs(in_loop.double().numpy() - want).max())},
                   open(os.environ["POSENC_OUT"], "w"))
         """, tmp_path)
     assert result["eager_launches"] == 1 and result["traced_launches"] == 0
     assert result["op"] is True
-    assert result["error"] < 1e-5
+    assert result["error"] < 1e-5 and result["loop_error"] < 1e-5
