@@ -175,6 +175,11 @@ class Conversion:
         """The parameter that calls the implementation in its own pairing."""
         return {self.rotary.parameter: self.rotary.value(self.layout)}
 
+    @property
+    def own_view(self) -> str:
+        """How a converted call looks to the implementation, for a failure's note."""
+        return f"features permuted into its {self.layout} pairing, layout={self.layout!r}"
+
     def take_log(self) -> str | None:
         """How the calls since the last take ran, for a result's details (None: directly)."""
         seen, self.converted = sorted(self.converted), set()

@@ -104,6 +104,12 @@ class LayoutConversion:
     def case_layout(self, params: Mapping[str, Any]) -> str:
         return str(params.get("layout", self.defaults["layout"]))
 
+    @property
+    def own_view(self) -> str:
+        """How a converted call looks to the implementation, for a failure's note."""
+        return (f"its own {self.layout} columns at the width and base it was called with, "
+                f"layout={self.layout!r}")
+
     def take_log(self) -> str | None:
         seen, self.converted = sorted(self.converted), set()
         if not seen:

@@ -307,8 +307,7 @@ class Runner:
                                 angle_bound=case.angle_bound)
         if exc.details.get("diagnosis"):
             exc.details["diagnosis"]["pairing"] = pairing.layout
-            exc.add_note(f"(named on the case as the implementation ran it: features permuted "
-                         f"into its {pairing.layout} pairing, layout={pairing.layout!r})")
+            exc.add_note(f"(named on the case as the implementation ran it: {pairing.own_view})")
 
     def close(self) -> None:
         self._stack.close()

@@ -84,12 +84,15 @@ def llama4_vision_rotate_half(x: Any, positions: Any, *, base: float = 10000.0) 
 
 
 def _mrope_rows(n: int, sections: list[int], ordering: str) -> np.ndarray:
-    """The position row that drives each of the n frequencies (Qwen2-VL's runs, Qwen3-VL's
-    every third)."""
+    """The position row (t, h, w) that drives each of the n frequencies: Qwen2-VL's runs,
+    Qwen3-VL's every third, ERNIE's and Bailing's alternating h, w before a t tail."""
+    j = np.arange(n)
     if ordering == "contiguous":
         return np.repeat(np.arange(len(sections)), sections)
+    if ordering in ("ernie", "bailing"):
+        s_h = sections[0] if ordering == "ernie" else sections[1]  # [h, w, t] / [t, h, w]
+        return np.where(j < 2 * s_h, 1 + j % 2, 0)
     rows = np.zeros(n, dtype=int)
-    j = np.arange(n)
     rows[(j % 3 == 1) & (j < 3 * sections[1])] = 1
     rows[(j % 3 == 2) & (j < 3 * sections[2])] = 2
     return rows
@@ -98,12 +101,12 @@ def _mrope_rows(n: int, sections: list[int], ordering: str) -> np.ndarray:
 def mrope_interleaved_pairs(x: Any, positions: Any, *, sections: list[int],
                             ordering: str | None = None, interleaved: bool = False,
                             base: float = 10000.0) -> np.ndarray:
-    """M-RoPE on complex pairs (2j, 2j+1) (ERNIE 4.5-VL's pairing), Qwen2-VL's or Qwen3-VL's
-    assignment of frequencies to (t, h, w) rows; positions [3, seq]."""
+    """M-RoPE on complex pairs (2j, 2j+1) (ERNIE 4.5-VL's pairing) with the Qwen2-VL, Qwen3-VL,
+    ERNIE or Bailing assignment of frequencies to the (t, h, w) rows of positions [3, seq]."""
     dim = np.shape(x)[-1]
     ordering = ordering or ("interleaved" if interleaved else "contiguous")
-    if ordering not in ("contiguous", "interleaved"):
-        raise NotImplementedError(f"ordering {ordering!r}")
+    if ordering == "xdrope":  # its pairs' two features can follow different rows
+        raise NotImplementedError("ordering 'xdrope'")
     inv_freq = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
     rows = _mrope_rows(dim // 2, list(sections), ordering)
     angles = np.moveaxis(np.asarray(positions).astype(np.float64)[rows], 0, -1) * inv_freq
@@ -211,8 +214,8 @@ def test_a_declared_convention_keeps_every_check(fn: Any, encoding: str, layout:
     _clean(report)
     out_of_scope = [r for r in report.results if r.status == "unsupported"]
     if encoding == "mrope":  # what the function cannot express, each with its reason
-        assert all("ordering" in r.message or "scaling" in r.message or "rotary_dim" in
-                   r.message for r in out_of_scope), report.text()
+        assert all("xdrope" in r.message or "scaling" in r.message
+                   for r in out_of_scope), report.text()
         assert report.in_scope >= 10
     else:
         assert not out_of_scope, report.text()
@@ -232,6 +235,7 @@ def test_the_float32_tables_keep_every_check_too() -> None:
 @pytest.mark.parametrize(("fn", "encoding", "named"), [
     (mistral_pixtral, "pixtral_rope", {"interleaved_for_half"}),
     (llama4_vision_rotate_half, "llama4_vision_rope", {"half_for_interleaved"}),
+    (mrope_interleaved_pairs, "mrope", {"interleaved_for_half"}),
     (marian_table, "sinusoidal", {"concat_layout"}),
 ])
 def test_an_undeclared_convention_is_named_layout_swapped(fn: Any, encoding: str,
@@ -273,4 +277,15 @@ def test_a_swapped_pairing_is_named_in_the_pairing_it_claimed() -> None:
                                            "*/case:interleaved_grid"], **F64)
     assert report.failed and all(r.details["diagnosis"]["pairing"] == "interleaved"
                                  for r in report.failed), report.text()
-    assert "as the implementation ran it" in report.failed[0].message
+    assert "as the implementation ran it: features permuted into its interleaved pairing" in \
+        report.failed[0].message
+
+
+def test_a_swapped_table_is_named_in_the_columns_it_claimed() -> None:
+    report = check(paper_table, "sinusoidal", layout="concat", properties=False,
+                   skip=[f"*/case:{c.name}" for c in specs()["sinusoidal"].cases
+                         if c.params.get("layout") != "t2t"], **F64)
+    assert report.failed and all(r.details.get("pairing") for r in report.failed)
+    assert {r.details["diagnosis"]["name"] for r in report.failed} == {"interleaved_layout"}
+    assert all("its own concat columns at the width and base it was called with" in r.message
+               for r in report.failed), report.text()
