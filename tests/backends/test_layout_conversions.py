@@ -240,8 +240,9 @@ def test_the_float32_tables_keep_every_check_too() -> None:
 ])
 def test_an_undeclared_convention_is_named_layout_swapped(fn: Any, encoding: str,
                                                           named: set[str]) -> None:
-    report = check(fn, encoding, properties=False, **F64)
+    report = check(fn, encoding, **F64)
     assert report.failed, report.text()
+    assert any(r.check.kind == "property" for r in report.failed)  # named from their last call
     assert _diagnoses(report) == named, report.text()
     assert all(r.details["diagnosis"]["title"] == "layout swapped" for r in report.failed)
     assert "layout swapped" in report.text()
