@@ -45,10 +45,10 @@ from .adapter_base import (
     unsupported_values,
 )
 from .pairing import (
-    PAIRINGS,
     declare_axes,
     declare_pairing,
     own_pairing,
+    pairing_layouts,
     pairing_parameter,
 )
 from .rotary_adapters import apply_rotary, cos_sin_cache, frequency_function, transformers_config
@@ -73,7 +73,7 @@ def _own_pairing(spec: Any, layout: str | None, declared: dict[str, Any],
     """``(pairing, declared)``: the pairing ``fn`` is fixed at (None: it takes the pairing
     parameter), with the spec's default moved to it; ``fixed`` and ``defaults`` are updated."""
     key = pairing_parameter(spec.function)[0]  # layout (ggml: mode)
-    if layout is None and key not in passed and fixed.get(key) in PAIRINGS:
+    if layout is None and key not in passed and fixed.get(key) in pairing_layouts(spec.function):
         # the other pairing declared unsupported on a fn without layout: it is fixed at this
         # one, which is a convention to convert, not a scope
         layout = fixed.pop(key)
@@ -154,7 +154,9 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     (``"interleaved"``, ``"half"``) for an encoding with a pairing ``layout`` parameter; calls
     in the other pairing reach ``fn`` permuted (:mod:`posenc.backends.pairing`); a ``fn`` that
     takes no ``layout`` is fixed at the spec's default, or at the value ``unsupported`` leaves
-    it (``{"layout": "half"}``), and converted the same way. ``axes="bshd"``: ``fn`` takes
+    it (``{"layout": "half"}``), and converted the same way; for ``sinusoidal`` ``layout`` is
+    the table's column layout (``"concat"``: :mod:`posenc.backends.sinusoidal_layouts`).
+    ``axes="bshd"``: ``fn`` takes
     ``x`` as ``[batch, seq, heads, dim]``."""
     spec = _spec(encoding)
     label = label or label_of(fn)

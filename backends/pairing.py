@@ -1,8 +1,9 @@
 """Pairing and axis order are conventions the harness converts, not scopes.
 
 A rotary implementation fixed at one pairing (interleaved ``(2i, 2i+1)``: RoFormer, GPT-J,
-Meta's Llama, torchtune; half ``(i, i + r/2)``: GPT-NeoX, transformers) computes the other
-pairing exactly once its rotary features are permuted on the way in and back on the way out:
+Meta's Llama, torchtune, mistral-inference's Pixtral; half ``(i, i + r/2)``: GPT-NeoX,
+transformers) computes the other pairing exactly once its rotary features are permuted on
+the way in and back on the way out:
 ``rope(x, layout="half") == H · rope_interleaved(H⁻¹ · x)``, ``H`` the static gather from
 interleaved into half order over the rotary width (partial rotary included), as
 :func:`posenc.encodings.qk_permutation.qk_permutation_indices` computes it.
@@ -10,6 +11,10 @@ interleaved into half order over the rotary width (partial rotary included), as
 a pairing parameter (``layout``; ggml_rope's ``normal``/``neox`` modes) runs on it: calls in
 its own pairing directly, the others through the permutation, which each result records
 (``pairing`` in its details).
+
+A sinusoidal table's column layout (interleaved, concat, t2t) is converted the same way by
+:mod:`posenc.backends.sinusoidal_layouts`; :func:`declare_pairing` and :func:`converting`
+hand ``sinusoidal`` to it.
 
 The same for the axis order of ``x``: :func:`declare_axes` hands an implementation written for
 ``[batch, seq, heads, dim]`` its input in that order and transposes its output back.
@@ -37,6 +42,9 @@ from posenc.encodings.rope_frequencies import schedule_type
 from posenc.errors import ParameterError
 
 from .adapter_base import Adapter
+from .sinusoidal_layouts import FUNCTION as SINUSOIDAL
+from .sinusoidal_layouts import LAYOUTS as SINUSOIDAL_LAYOUTS
+from .sinusoidal_layouts import LayoutConversion, declare_layout
 
 PAIRINGS = ("half", "interleaved")
 AXES = ("bhsd", "bshd")
@@ -97,6 +105,10 @@ ROTARY: dict[str, Rotary] = {
     "xpos": Rotary(("x",), None, lambda d, p, s: _partial_width(d, p)),
     "mrope": Rotary(("x",), None, lambda d, p, s: _partial_width(d, {**p, "rotary_dim": None})),
     "axial_rope": Rotary(("x",), None, _axial_width),
+    # the 2-D vision ropes rotate the whole head: transformers' Pixtral pairs (j, j + d/2),
+    # mistral-inference's (2j, 2j+1); Llama 4's complex pairs are (2j, 2j+1)
+    "pixtral_rope": Rotary(("x",), None, lambda d, p, s: d),
+    "llama4_vision_rope": Rotary(("x",), None, lambda d, p, s: d),
     "dual_chunk_attention": Rotary(("q", "k"), (0, 1, 2, 3), lambda d, p, s: _partial_width(d, p)),
     "mla_rope": Rotary(("q", "k_rot"), (0, 1), lambda d, p, s: s["k_rot"][-1], "last"),
     # ggml: NORMAL pairs (2i, 2i+1), NEOX (i, i + n_dims/2); its other modes are not pairings
@@ -111,7 +123,9 @@ def _spec_of(function: str) -> Any:
 
 def pairing_layouts(function: str) -> tuple[str, ...]:
     """The pairings of ``function``'s pairing parameter (``layout``; ggml's ``mode``) when
-    posenc converts them (empty otherwise)."""
+    posenc converts them, or the sinusoidal table's column layouts (empty otherwise)."""
+    if function == SINUSOIDAL:
+        return SINUSOIDAL_LAYOUTS
     if function not in ROTARY:
         return ()
     rotary = ROTARY[function]
@@ -125,7 +139,7 @@ def pairing_parameter(function: str, pairing: str | None = None) -> tuple[str, A
     ``("layout", None)`` for an encoding without one)."""
     rotary = ROTARY.get(function)
     if rotary is None:
-        return "layout", None
+        return "layout", pairing if function == SINUSOIDAL else None
     return rotary.parameter, rotary.value(pairing) if pairing is not None else None
 
 
@@ -160,6 +174,11 @@ class Conversion:
     def own(self) -> dict[str, Any]:
         """The parameter that calls the implementation in its own pairing."""
         return {self.rotary.parameter: self.rotary.value(self.layout)}
+
+    @property
+    def own_view(self) -> str:
+        """How a converted call looks to the implementation, for a failure's note."""
+        return f"features permuted into its {self.layout} pairing, layout={self.layout!r}"
 
     def take_log(self) -> str | None:
         """How the calls since the last take ran, for a result's details (None: directly)."""
@@ -283,17 +302,27 @@ def _np_gather(value: np.ndarray, gathers: list[list[int]]) -> np.ndarray:
     return value
 
 
+def _require_layout(function: str, layout: str) -> None:
+    layouts = pairing_layouts(function)
+    if not layouts:
+        raise ParameterError(f"layout={layout!r}: {function} has no pairing to convert "
+                             f"(the encodings that do: {', '.join([*ROTARY, SINUSOIDAL])})")
+    if function == SINUSOIDAL and layout not in layouts:
+        raise ParameterError(f"layout={layout!r}: a sinusoidal layout is one of "
+                             f"{', '.join(layouts)}")
+    if function != SINUSOIDAL and layout not in PAIRINGS:
+        raise ParameterError(f"layout={layout!r}: a pairing is one of {', '.join(PAIRINGS)}")
+
+
 def declare_pairing(adapter: Adapter, layout: str) -> Adapter:
     """``adapter`` (an implementation fixed at pairing ``layout``) checked on every layout of its
     encoding: calls in another layout reach it with their rotary features permuted into
-    ``layout`` (and ``layout=layout``) and its result permuted back. Its scope is asked with
+    ``layout`` (and ``layout=layout``) and its result permuted back (a sinusoidal table: its
+    columns gathered, :mod:`posenc.backends.sinusoidal_layouts`). Its scope is asked with
     the layout it will be called with."""
-    layouts = pairing_layouts(adapter.function)
-    if not layouts:
-        raise ParameterError(f"layout={layout!r}: {adapter.function} has no pairing to convert "
-                             f"(the encodings that do: {', '.join(ROTARY)})")
-    if layout not in PAIRINGS:
-        raise ParameterError(f"layout={layout!r}: a pairing is one of {', '.join(PAIRINGS)}")
+    _require_layout(adapter.function, layout)
+    if adapter.function == SINUSOIDAL:
+        return declare_layout(adapter, layout, _spec_of(adapter.function).defaults())
     conversion = Conversion(adapter.function, layout)
     inner, inner_scope = adapter.call, adapter.scope
 
@@ -312,7 +341,7 @@ def declare_pairing(adapter: Adapter, layout: str) -> Adapter:
     return dataclasses.replace(adapter, call=wrapped, scope=scope)
 
 
-def conversion_of(backend: Any, function: str) -> Conversion | None:
+def conversion_of(backend: Any, function: str) -> Conversion | LayoutConversion | None:
     """The pairing conversion of ``backend``'s override of ``function`` (None: none)."""
     override = (getattr(backend, "overrides", None) or {}).get(function)
     return getattr(override, "posenc_pairing", None)
@@ -358,10 +387,12 @@ def own_pairing(function: str, layout: str | None, unsupported: Mapping[str, Any
     layouts = pairing_layouts(function)
     if not layouts and layout is None:
         return None
-    parameter = ROTARY[function].parameter if layouts else "layout"
+    parameter = pairing_parameter(function)[0]
     if layout is None:
-        default = str(ROTARY[function].pairing(_spec_of(function).defaults().get(parameter)))
-        if takes_layout or parameter in unsupported or default not in PAIRINGS:
+        default = _spec_of(function).defaults().get(parameter)
+        default = str(ROTARY[function].pairing(default) if function in ROTARY else default)
+        if takes_layout or parameter in unsupported or default not in (
+                layouts if function == SINUSOIDAL else PAIRINGS):
             return None  # MLA's default deinterleave is no pairing of its own to convert to
         return default
     if parameter in unsupported:
@@ -373,11 +404,7 @@ def own_pairing(function: str, layout: str | None, unsupported: Mapping[str, Any
             f"{shown} out of its scope: a declared pairing is "
             "converted (every layout runs through the feature permutation), not scoped out; "
             "give layout= alone")
-    if not layouts:
-        raise ParameterError(f"layout={layout!r}: {function} has no pairing to convert "
-                             f"(the encodings that do: {', '.join(ROTARY)})")
-    if layout not in PAIRINGS:
-        raise ParameterError(f"layout={layout!r}: a pairing is one of {', '.join(PAIRINGS)}")
+    _require_layout(function, layout)
     return layout
 
 
@@ -387,6 +414,11 @@ def converting(function: str, fn: Callable[..., Any], layout: str) -> Callable[.
     feature permutation (``overrides={"rope": converting("rope", my_rope, "half")}``). The
     Backend's own ``scope`` is still asked with each call's own layout: leave layout out of it."""
     own_pairing(function, layout, {}, False, getattr(fn, "__name__", function))
+    if function == SINUSOIDAL:
+        sinusoidal = LayoutConversion(layout, _spec_of(function).defaults())
+        wrapped = sinusoidal.wrap(fn)
+        wrapped.posenc_pairing = sinusoidal  # type: ignore[attr-defined]
+        return wrapped
     conversion = Conversion(function, layout)
     wrapped = conversion.wrap(fn)
     wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]

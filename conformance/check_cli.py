@@ -34,10 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "input's number of axes (positions.ndim=2: 1-D positions only). Decided "
                         "on the effective value: a check leaving the parameter out has the "
                         "spec's default. Such checks report unsupported (repeatable)")
-    p.add_argument("--layout", choices=["half", "interleaved"],
+    p.add_argument("--layout", choices=["half", "interleaved", "concat", "t2t"],
                    help="the pairing the function is fixed at (every adapter; apply/cache "
                         "default half, function: the spec's default unless it takes layout); "
-                        "cases in the other pairing run through the feature permutation")
+                        "cases in the other pairing run through the feature permutation. "
+                        "sinusoidal: the table's column layout (interleaved, concat, t2t); "
+                        "the others run through a column gather")
     p.add_argument("--axes", choices=["bhsd", "bshd"],
                    help="x as [batch, heads, seq, dim] (default) or [batch, seq, heads, dim] "
                         "(function; apply: the same as --x-layout)")

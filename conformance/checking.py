@@ -152,7 +152,9 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     ``cos_sin_cache``, ``alibi_tensor``, ...), a list of adapters, or a Backend.
     ``encoding``: the spec to run (default: every spec whose function it provides).
     ``layout``: the pairing a function is fixed at (``"interleaved"``: every case and property
-    in the other pairing runs on it through the feature permutation, and says so); ``axes``:
+    in the other pairing runs on it through the feature permutation, and says so), or a
+    sinusoidal table's column layout (``"concat"``, ``"t2t"``: the others run through a column
+    gather, docs/conventions.md); ``axes``:
     ``"bshd"`` for a function taking ``x`` as ``[batch, seq, heads, dim]``.
     ``modes``: ``eager`` (default) and/or ``compiled`` (the framework's compile hook around
     the function). ``named``: model name(s) from :mod:`posenc.dialects.named`: run only the

@@ -252,6 +252,8 @@ class Runner:
                     and ctx.last_call is not None:  # which declared bug its last call shows
                 self._diagnoser.explain_call(exc, ctx.spec, (ctx.last_call[0], ctx.last_inputs),
                                              ctx.last_output, ctx.tol)
+                if "diagnosis" not in exc.details:
+                    self._explain_call_in_own_pairing(exc, ctx)
             result = messages.failure(Result(check, "fail", _with_notes(exc), dict(exc.details)),
                                       ctx)
         except PosencError as exc:
@@ -307,8 +309,23 @@ class Runner:
                                 angle_bound=case.angle_bound)
         if exc.details.get("diagnosis"):
             exc.details["diagnosis"]["pairing"] = pairing.layout
-            exc.add_note(f"(named on the case as the implementation ran it: features permuted "
-                         f"into its {pairing.layout} pairing, layout={pairing.layout!r})")
+            exc.add_note(f"(named on the case as the implementation ran it: {pairing.own_view})")
+
+    def _explain_call_in_own_pairing(self, exc: CheckFailure, ctx: Context) -> None:
+        """A property's last call that ran through a conversion, diagnosed as the
+        implementation met it (the same for a property as for a case)."""
+        pairing = conversion_of(ctx.backend, ctx.spec.function)
+        if pairing is None or ctx.last_call is None or ctx.last_output is None:
+            return
+        own = pairing.in_own_pairing(ctx.last_call[0], ctx.last_inputs, ctx.last_output)
+        if own is None:
+            return
+        params, inputs, to_own = own
+        self._diagnoser.explain_call(exc, ctx.spec, (params, inputs), to_own(ctx.last_output),
+                                     ctx.tol)
+        if exc.details.get("diagnosis"):
+            exc.details["diagnosis"]["pairing"] = pairing.layout
+            exc.add_note(f"(named on the call as the implementation ran it: {pairing.own_view})")
 
     def close(self) -> None:
         self._stack.close()

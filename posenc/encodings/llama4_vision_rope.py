@@ -14,16 +14,19 @@ _INPUTS = validation.Inputs("llama4_vision_rope",
                             messages={"shape:positions": _vision.GRID_SHAPE})
 
 
-def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0) -> Any:
+def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0,
+                       layout: str = "interleaved") -> Any:
     """Rotate ``x`` (``[..., seq, dim]``, dim a multiple of 4) by patch coordinates.
 
     ``positions``: ``[seq, 2]`` 0-based (row, column); a token with a negative coordinate is
-    the CLS token (transformers' ID_CLS_TOKEN = -2) and is not rotated. Pairs
-    ``(2j, 2j+1)``: the first d/4 rotate by ``(column + 1)·base^(-4j/d)``, the next d/4 by
-    ``(row + 1)·base^(-4j/d)`` (transformers Llama4VisionRotaryEmbedding). Unlike
+    the CLS token (transformers' ID_CLS_TOKEN = -2) and is not rotated. Pairs ``(2j, 2j+1)``
+    (``layout="interleaved"``; ``"half"``: ``(j, j + d/2)``): the first d/4 rotate by
+    ``(column + 1)·base^(-4j/d)``, the next d/4 by ``(row + 1)·base^(-4j/d)`` (transformers
+    Llama4VisionRotaryEmbedding). Unlike
     :func:`axial_rope`, the patch at (0, 0) is rotated (coordinates count from 1)."""
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
+    params.choice("layout", layout, rotary.LAYOUTS)
     device, positions = rotary.array_inputs(xp, x, positions)
     _vision.require_grid(positions)
     _INPUTS.check(xp, x=x, positions=positions)
@@ -35,5 +38,4 @@ def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0) -> Any:
     coords = xp.astype(xp.stack([one_based[:, 1], one_based[:, 0]], axis=1), compute)
     theta = [base ** (-4.0 * j / dim) for j in range(dim // 4)]
     axis = (0,) * (dim // 4) + (1,) * (dim // 4)  # column first
-    return _vision.rotate_by_coordinates(xp, x, coords, theta + theta, axis, "interleaved",
-                                         device)
+    return _vision.rotate_by_coordinates(xp, x, coords, theta + theta, axis, layout, device)

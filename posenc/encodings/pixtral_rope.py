@@ -1,5 +1,5 @@
 """Pixtral's 2-D rope: one frequency ladder over the head, even rungs to the row and odd rungs
-to the column, paired as rotate_half over the whole head."""
+to the column, paired as rotate_half (transformers) or as complex pairs (mistral-inference)."""
 
 from __future__ import annotations
 
@@ -29,17 +29,20 @@ def pixtral_frequencies(dim: int, base: float) -> tuple[tuple[float, ...], tuple
 
 
 def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
-                 max_width: int | None = None) -> Any:
+                 max_width: int | None = None, layout: str = "half") -> Any:
     """Rotate ``x`` (``[..., seq, dim]``, dim a multiple of 4) by patch coordinates.
 
     ``positions``: ``[seq, 2]`` (row, column), or flat ids ``row·max_width + column``
     (``[seq]``, transformers < 5 and mistral-inference) with ``max_width`` the model's
     ``max_patches_per_side`` (image_size // patch_size), not the image's own width. The
     ladder θ_k = base^(-2k/dim), k < dim/2: rows take θ_0, θ_2, ..., columns θ_1, θ_3, ...;
-    feature j pairs with j + dim/2 (rotate_half), the row's frequencies first. Unlike
-    :func:`axial_rope` with two halves, the column frequencies are base^(-(4i+2)/dim)."""
+    the row's frequencies first. ``layout="half"`` pairs feature j with j + dim/2
+    (transformers' rotate_half), ``"interleaved"`` features (2j, 2j+1) (mistral-inference's
+    complex pairs). Unlike :func:`axial_rope` with two halves, the column frequencies are
+    base^(-(4i+2)/dim)."""
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
+    params.choice("layout", layout, rotary.LAYOUTS)
     device, positions = rotary.array_inputs(xp, x, positions)
     _vision.require_grid(positions)
     _INPUTS.check(xp, x=x, positions=positions)
@@ -55,4 +58,4 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
     array_api.assert_position_range(xp, positions, compute=compute)
     inv_freq, axis = pixtral_frequencies(dim, base)
     return _vision.rotate_by_coordinates(xp, x, xp.astype(positions, compute), inv_freq, axis,
-                                         "half", device)
+                                         layout, device)

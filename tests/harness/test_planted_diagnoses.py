@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from posenc.backends.pairing import pairing_layouts
 from posenc.catalog import specs
 from posenc.conformance.case_scale import case_scale
 from posenc.conformance.diagnose import Diagnoser
@@ -93,3 +94,21 @@ def test_a_swapped_layout_never_passes_at_long_positions(planted: list[Any]) -> 
                 assert "pass" not in [outcome[p] for p in PROFILES], (case, dtype, outcome)
     blind = {case for case, g in swapped if g["float32"]["reduced"] == "unjudgeable"}
     assert {"near_2_17", "near_2_20_llama3"} <= blind, blind
+
+
+def test_every_converted_layout_has_a_planted_layout_swap(planted: list[Any]) -> None:
+    """Each encoding whose pairing or column layout posenc converts (issue 45) names a swapped
+    one "layout swapped", and that diagnosis, planted, fails every profile on some golden case
+    (MLA's de-interleave has its own names: checkpoint interleave not undone)."""
+    converted = {s.id for s in specs().values()
+                 if pairing_layouts(s.function) and s.id != "mla_rope"}
+    assert {"pixtral_rope", "llama4_vision_rope", "mrope", "sinusoidal", "rope"} <= converted
+    swaps = {s.id: {d.name for d in s.diagnoses if d.title == "layout swapped"}
+             for s in specs().values() if s.id in converted}
+    assert all(swaps.values()), swaps
+    seen: dict[str, set[str]] = {spec_id: set() for spec_id in converted}
+    for spec_id, _case, name, grades in planted:
+        if name in swaps.get(spec_id, ()) and all(
+                grades["float32"][p] == "fail" for p in PROFILES):
+            seen[spec_id].add(name)
+    assert seen == swaps, (seen, swaps)

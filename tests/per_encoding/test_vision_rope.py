@@ -52,6 +52,11 @@ def _golden(spec_id: str):
     return spec, golden.load(spec).cases
 
 
+def _pairs_to_half(d: int) -> np.ndarray:
+    """The gather taking features paired (2j, 2j+1) to pairs (j, j + d/2)."""
+    return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
+
+
 def test_oracle_transformers_pixtral() -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -73,11 +78,14 @@ def test_oracle_transformers_pixtral() -> None:
                                      rope_parameters={"rope_type": "axial",
                                                       "rope_theta": params["base"]})
         rotary = PixtralVisionRotaryEmbedding(config)
-        t = torch.tensor(x, dtype=torch.float32)
+        to_half = _pairs_to_half(d) if params["layout"] == "interleaved" else np.arange(d)
+        t = torch.tensor(x[..., to_half], dtype=torch.float32)  # transformers pairs (j, j + d/2)
         cos, sin = rotary(t, torch.tensor(positions))
-        expected, _ = apply_rotary_pos_emb(t, t, cos, sin, unsqueeze_dim=0)
+        query, _ = apply_rotary_pos_emb(t, t, cos, sin, unsqueeze_dim=0)
+        expected = np.empty(x.shape)
+        expected[..., to_half] = query.double().numpy().reshape(x.shape)
         top = float(np.abs(positions).max()) + 1
-        np.testing.assert_allclose(case.output, expected.double().numpy().reshape(x.shape), rtol=0,
+        np.testing.assert_allclose(case.output, expected, rtol=0,
                                    atol=2e-6 + 4 * top * 2.0**-24 * float(np.abs(x).max()),
                                    err_msg=case.name)
 
@@ -103,8 +111,11 @@ def test_oracle_transformers_llama4_vision() -> None:
                                                      "rope_theta": params["base"]})
         freqs_ci = Llama4VisionRotaryEmbedding(config).freqs_ci  # [side² + 1 (CLS last), 1, d/2]
         rows = [side * side if r < 0 else r * side + c for r, c in positions]
-        t = torch.tensor(x.reshape(-1, x.shape[-2], d), dtype=torch.float32)[:, :, None]
+        to_half = _pairs_to_half(d) if params["layout"] == "half" else np.arange(d)
+        interleaved = np.empty(x.shape)
+        interleaved[..., to_half] = x  # transformers pairs (2j, 2j+1)
+        t = torch.tensor(interleaved.reshape(-1, x.shape[-2], d), dtype=torch.float32)[:, :, None]
         query, _ = vision_apply_rotary_emb(t, t, freqs_ci[rows])
-        expected = query[:, :, 0].double().numpy().reshape(x.shape)
+        expected = query[:, :, 0].double().numpy().reshape(x.shape)[..., to_half]
         np.testing.assert_allclose(case.output, expected, rtol=0,
                                    atol=4e-6 * float(np.abs(x).max()), err_msg=case.name)
