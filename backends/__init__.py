@@ -145,7 +145,11 @@ def load_object(target: str, what: str = "backend") -> object:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}") from None
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")],
+                                              n=3)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}{hint}"
+                               ) from None
     return obj
 
 
@@ -154,7 +158,13 @@ def get_backend(name: str | Backend) -> Backend:
     ``path/to/file.py:attr`` (a module in the current directory imports too)."""
     if isinstance(name, Backend):
         return name
-    return _from_object(name, load_object(registered_backends().get(name, name)))
+    registered = registered_backends()
+    if name.startswith(PEER_PREFIX) and name not in registered:
+        peers = sorted(n for n in registered if n.startswith(PEER_PREFIX))
+        close = difflib.get_close_matches(name, peers, n=1)
+        raise BackendError(f"no peer adapter {name!r}" + (f"; did you mean {close[0]!r}?" if close
+                                                           else "") + f" (peers: {', '.join(peers)})")
+    return _from_object(name, load_object(registered.get(name, name)))
 
 
 def installed_backends() -> list[str]:

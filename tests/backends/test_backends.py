@@ -97,6 +97,11 @@ def test_a_library_not_installed_or_a_misspelled_name_gets_the_next_step(
         get_backend("cupy")
     with pytest.raises(BackendError, match=r"did you mean 'torch'\?"):
         get_backend("pytorch")
+    with pytest.raises(BackendError, match=r"no peer adapter 'peer:transfomers'; did you mean "
+                                           r"'peer:transformers'\? \(peers: .*peer:litgpt"):
+        get_backend("peer:transfomers")
+    with pytest.raises(BackendError, match=r"has no 'BACKND'; did you mean 'BACKEND'\?"):
+        get_backend("posenc.backends.numpy:BACKND")
 
 
 @pytest.mark.parametrize("name", BUILTIN)

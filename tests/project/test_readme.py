@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
-from ..conftest import ROOT
+import pytest
+
+from ..conftest import ROOT, run_python
 from .doc_blocks import blocks
 
 README_PATH = ROOT / "README.md"
@@ -40,3 +42,15 @@ def test_check_your_implementation_is_ten_lines_that_name_a_bug() -> None:
     assert len([line for line in first.code.splitlines() if line.strip()]) <= 10, first.code
     assert first.shown is not None and "likely: positions off by one" in first.shown
     assert "+ 1" in first.code and "FAIL " in first.shown
+
+
+@pytest.mark.slow
+def test_the_first_example_without_its_bug_passes_every_check_in_scope() -> None:
+    """What the README says of its bug: remove `+ 1` and every check in scope passes."""
+    pytest.importorskip("torch")
+    section = README.split("## Check your implementation", 1)[1].split("\n## ", 1)[0]
+    first = next(b for b in blocks(README_PATH) if b.lang == "python" and b.code in section)
+    assert "The same port with `+ 1` removed passes all 19 checks" in section
+    proc = run_python(first.code.replace(" + 1)", ")"), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "conformance: 19 passed, 0 failed, 37 skipped; in scope: 19 of 56 checks" in proc.stdout
