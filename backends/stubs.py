@@ -137,7 +137,9 @@ def _torch_layers() -> tuple[list[str], list[str]]:
                                      annotation="Any") for n in ("dtype", "device")]
         init = render_signature("__init__", inspect.Signature(params, return_annotation="None"),
                                 method=True)
-        lines += ["", f"class {name}(torch.nn.Module):", init,
+        weights = [f"    {w.name}: torch.nn.Parameter" + (" | None" if w.optional else "")
+                   for w in layer.weights]
+        lines += ["", f"class {name}(torch.nn.Module):", *weights, init,
                   "    def __call__(self, *args: Any, **kwargs: Any) -> Any: ..."]
     return imports, lines
 

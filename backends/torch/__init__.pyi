@@ -42,6 +42,7 @@ class AxialRotaryEmbedding(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class CoPEBias(torch.nn.Module):
+    pos_emb: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -55,6 +56,8 @@ class CoPEBias(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class ConvPositionEncoding(torch.nn.Module):
+    kernel: torch.nn.Parameter
+    bias: torch.nn.Parameter | None
     def __init__(
         self,
         *,
@@ -69,6 +72,8 @@ class ConvPositionEncoding(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class DebertaRelativeScores(torch.nn.Module):
+    rel_k: torch.nn.Parameter | None
+    rel_q: torch.nn.Parameter | None
     def __init__(
         self,
         *,
@@ -85,6 +90,10 @@ class DebertaRelativeScores(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class FIREBias(torch.nn.Module):
+    w1: torch.nn.Parameter
+    b1: torch.nn.Parameter
+    w2: torch.nn.Parameter
+    b2: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -99,6 +108,11 @@ class FIREBias(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class FloaterPositionEmbedding(torch.nn.Module):
+    p0: torch.nn.Parameter
+    w1: torch.nn.Parameter
+    b1: torch.nn.Parameter
+    w2: torch.nn.Parameter
+    b2: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -112,6 +126,7 @@ class FloaterPositionEmbedding(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class HierarchicalPositionEmbedding(torch.nn.Module):
+    table: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -125,6 +140,8 @@ class HierarchicalPositionEmbedding(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class KERPLEBias(torch.nn.Module):
+    r1: torch.nn.Parameter
+    r2: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -136,6 +153,7 @@ class KERPLEBias(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class LearnedPositionEmbedding(torch.nn.Module):
+    table: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -163,10 +181,14 @@ class MultimodalRotaryEmbedding(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class RecurrentPositionEmbedding(torch.nn.Module):
+    p0: torch.nn.Parameter
+    transition: torch.nn.Parameter
     def __init__(self, *, dim: int, dtype: Any = None, device: Any = None) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class ShawRelativeAttention(torch.nn.Module):
+    table_k: torch.nn.Parameter
+    table_v: torch.nn.Parameter | None
     def __init__(
         self,
         *,
@@ -180,6 +202,7 @@ class ShawRelativeAttention(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class ShawRelativeScores(torch.nn.Module):
+    table_k: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -205,6 +228,7 @@ class SinusoidalPositionEmbedding(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class T5RelativeBias(torch.nn.Module):
+    table: torch.nn.Parameter
     def __init__(
         self,
         *,
@@ -218,6 +242,7 @@ class T5RelativeBias(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class TUPEScores(torch.nn.Module):
+    cls: torch.nn.Parameter | None
     def __init__(
         self,
         *,
@@ -229,6 +254,8 @@ class TUPEScores(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class TransformerXLScores(torch.nn.Module):
+    content_bias: torch.nn.Parameter
+    position_bias: torch.nn.Parameter
     def __init__(
         self,
         *,
