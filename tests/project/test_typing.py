@@ -27,6 +27,7 @@ from posenc.conformance import check
 
 reveal_type(posenc.rope)
 reveal_type(pe.RotaryEmbedding)
+reveal_type(pe.rope)
 posenc.rope(torch.zeros(2, 4), bas=10.0)
 check(posenc.rope, "rope", precison="exact")
 pe.RotaryEmbedding(64, bse=1.0)
@@ -96,7 +97,8 @@ def test_a_backend_stub_declares_what_the_backend_module_serves(framework: str) 
     pytest.importorskip(framework)
     module = importlib.import_module(f"posenc.backends.{framework}")
     path = ROOT / "backends" / stubs.FRAMEWORKS[framework]
-    declared = _stub_functions(path)
+    assert "from posenc.backends._served import *" in path.read_text()  # the functions are there
+    declared = _stub_functions(ROOT / stubs.SERVED)
     assert set(declared) == set(public_functions())
     for name, node in declared.items():
         assert _agree(_stub_parameters(node), _runtime_parameters(getattr(module, name))), name
@@ -138,6 +140,7 @@ def test_mypy_sees_real_signatures_in_a_users_snippet(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert 'Revealed type is "def (x: Any, positions: Any =, *, base: float =, layout: str =' in out
     assert "def (head_dim: int | None =, *, base: float =" in out
+    assert "seq_len: int | None =, device: Any =) -> Any" in out  # pe.rope, through _served.pyi
     for wrong, meant, where in [("bas", "base", "rope"), ("precison", "precision", "check"),
                                 ("bse", "base", "RotaryEmbedding"),
                                 ("max_distanc", "max_distance", "T5RelativeBias")]:
