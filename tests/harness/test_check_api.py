@@ -266,6 +266,9 @@ def test_a_mapping_naming_an_unknown_parameter_is_a_parameter_error() -> None:
         adapters.rope_function(lambda q, position_ids: q)
     with pytest.raises(ParameterError, match="say which encoding"):
         check(my_rope)
+    with pytest.raises(ParameterError, match=r"dtypes: 'float8' is not a dtype posenc checks in "
+                                             r"\(known: float64, float32, bfloat16, float16\)"):
+        check(my_rope, "rope", dtypes=["float8"])  # was: "0 of 0 checks in scope", no error
 
 
 def test_a_required_parameter_no_posenc_name_reaches_names_the_mapping_to_make() -> None:
