@@ -15,7 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
