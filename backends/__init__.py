@@ -7,6 +7,7 @@ array-API namespace, or (c) ``module:attr`` naming a :class:`Backend` object or 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import os
@@ -61,7 +62,23 @@ def _from_object(label: str, obj: object) -> Backend:
         return namespace_backend(label, obj)
     raise BackendError(
         f"{label!r} is neither a posenc Backend nor an array-API namespace module "
-        "(expected __array_api_version__ and asarray, or a BACKEND object)")
+        f"(expected __array_api_version__ and asarray, or a BACKEND object); {_way_forward(obj)}")
+
+
+# libraries that are not array-API namespaces themselves, and array_api_compat's wrapper of each
+COMPAT_WRAPPED = {"numpy": "array_api_compat.numpy", "cupy": "array_api_compat.cupy",
+                  "torch": "array_api_compat.torch", "dask.array": "array_api_compat.dask.array"}
+
+
+def _way_forward(obj: object) -> str:
+    """What to pass instead: array_api_compat's namespace for a library it wraps, else the two
+    kinds of object a backend can be."""
+    name = getattr(obj, "__name__", "")
+    if name in COMPAT_WRAPPED:
+        return f"use array_api_compat's namespace for it: --backend {COMPAT_WRAPPED[name]}"
+    return ("pass the library's array-API namespace (array_api_compat wraps "
+            f"{', '.join(COMPAT_WRAPPED)}: --backend array_api_compat.<library>), or write a "
+            "posenc Backend for it (docs/backends.md) and pass 'module:BACKEND'")
 
 
 IMPORTABLE = ("the module must be importable: give its file path ('./my_adapter.py:BACKEND'), "
@@ -98,9 +115,23 @@ def _import(module_name: str, label: str, what: str) -> ModuleType:
                 and str(here) not in sys.path:
             sys.path.insert(0, str(here))  # the current directory, as `python -m` would
             return _import(module_name, label, what)
-        raise BackendError(f"cannot import {what} {label!r}: {exc}; {IMPORTABLE}") from exc
+        raise BackendError(f"cannot import {what} {label!r}: {exc}; {_not_importable(module_name)}"
+                           ) from exc
     except ImportError as exc:
         raise BackendError(f"cannot import {what} {label!r}: {exc}") from exc
+
+
+def _not_importable(module_name: str) -> str:
+    """The next step for a module that does not import: install the library a wrapped name
+    needs, or a registered backend the name resembles, else how to make a module importable."""
+    if module_name in COMPAT_WRAPPED:
+        return (f"install {module_name.split('.')[0]}, then use array_api_compat's namespace for "
+                f"it: --backend {COMPAT_WRAPPED[module_name]}")
+    if "." not in module_name:
+        close = difflib.get_close_matches(module_name, registered_backends(), n=3)
+        if close:
+            return f"did you mean {' or '.join(repr(c) for c in close)}? ({IMPORTABLE})"
+    return IMPORTABLE
 
 
 def load_object(target: str, what: str = "backend") -> object:
@@ -114,7 +145,11 @@ def load_object(target: str, what: str = "backend") -> object:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}") from None
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")],
+                                              n=3)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise BackendError(f"{target!r}: module {module_name!r} has no {attr!r}{hint}"
+                               ) from None
     return obj
 
 
@@ -123,7 +158,13 @@ def get_backend(name: str | Backend) -> Backend:
     ``path/to/file.py:attr`` (a module in the current directory imports too)."""
     if isinstance(name, Backend):
         return name
-    return _from_object(name, load_object(registered_backends().get(name, name)))
+    registered = registered_backends()
+    if name.startswith(PEER_PREFIX) and name not in registered:
+        peers = sorted(n for n in registered if n.startswith(PEER_PREFIX))
+        close = difflib.get_close_matches(name, peers, n=1)
+        raise BackendError(f"no peer adapter {name!r}" + (f"; did you mean {close[0]!r}?" if close
+                                                           else "") + f" (peers: {', '.join(peers)})")
+    return _from_object(name, load_object(registered.get(name, name)))
 
 
 def installed_backends() -> list[str]:

@@ -16,6 +16,7 @@ for several) makes the Backend the harness checks, and ``posenc.conformance.chec
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -89,6 +90,20 @@ def _require_inputs(spec: Any, passed: dict[str, str], label: str) -> None:
     if missing:
         raise ParameterError(f"{label} takes no {missing[0]!r} (the input of {spec.id}); map "
                              f"it: names={{{missing[0]!r}: 'its name in {label}'}}")
+
+
+def _require_mapped(spec: Any, known: list[str], passed: dict[str, str], signature: Signature,
+                    label: str) -> None:
+    """A parameter ``fn`` requires that no posenc name reaches: every call would fail, so say
+    which posenc name to map to it (the closest one still free)."""
+    unmapped = sorted(signature.required - set(passed.values()))
+    if not unmapped:
+        return
+    free = [n for n in known if n not in passed]
+    close = difflib.get_close_matches(unmapped[0], free, n=1, cutoff=0.3) or free[:1]
+    hint = f"; map it: names={{{close[0]!r}: {unmapped[0]!r}}}" if close else ""
+    raise ParameterError(f"{label} requires {unmapped[0]!r}, which is none of {spec.id}'s names "
+                         f"({', '.join(known)}){hint}")
 
 
 def _keyword_arguments(values: dict[str, Any], spec: Any, passed: dict[str, str],
@@ -171,6 +186,7 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     passed = {n: names.get(n, n) for n in known if signature.accepts(names.get(n, n))}
     pairing, declared = _own_pairing(spec, layout, declared, fixed, passed, defaults, label)
     _require_inputs(spec, passed, label)
+    _require_mapped(spec, known, passed, signature, label)
 
     def scope(params: dict[str, Any]) -> str | None:
         reason = declared_out_of_scope(params, declared, defaults)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.backends import adapters
-from posenc.backends.backend import Backend
+from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError
 
@@ -165,6 +165,11 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     ``print(report)`` shows coverage, grade, failures with their diagnoses and the summary.
     """
     modes = list(modes)
+    if dtypes is not None:
+        dtypes = tuple(dtypes)
+        if unknown := [d for d in dtypes if d not in FLOAT_DTYPES]:
+            raise ParameterError(f"dtypes: {unknown[0]!r} is not a dtype posenc checks in (known: "
+                                 f"{', '.join(FLOAT_DTYPES)})")
     conventions = {k: v for k, v in (("layout", layout), ("axes", axes)) if v is not None}
     backend = _backend(implementation, encoding, names, unsupported, framework, dtypes, name,
                        compiled="compiled" in modes, conventions=conventions)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from posenc import params
 from posenc.errors import ParameterError
@@ -145,7 +147,14 @@ def main(args: argparse.Namespace) -> int:
     if args.shard and not results:  # more shards than groups: an empty shard is no failure
         return 0
     if all(r.status == "unsupported" for r in results):
-        print("nothing was checked: every selected backend/dtype/mode/device is unsupported here",
+        print("nothing was checked: every selected backend/dtype/mode/device is unsupported here"
+              f" ({_why_nothing(results)}); `posenc conformance --help` lists the choices",
               file=sys.stderr)
         return 1
     return 1 if failed else 0
+
+
+def _why_nothing(results: list[Any]) -> str:
+    """The commonest reasons the checks were unsupported, with their counts."""
+    reasons = collections.Counter(r.message for r in results).most_common(3)
+    return "; ".join(f"{reason}: {count} checks" for reason, count in reasons)

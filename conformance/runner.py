@@ -223,7 +223,8 @@ class Runner:
         try:
             self._enter(backend)
             if check.device not in backend.devices():
-                return Result(check, "unsupported", f"no device {check.device!r} on this machine")
+                return Result(check, "unsupported", f"no device {check.device!r} on this machine "
+                              f"(backend {backend.name!r} has: {', '.join(backend.devices())})")
             ctx = self._context(check, backend, profile)
             how: dict[str, Any] = {}
             if check.kind == "case":

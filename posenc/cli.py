@@ -91,21 +91,39 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checked(command: str, problems: list[str], up_to_date: str) -> int:
+    """The exit code of a generator's ``--check``, each problem printed."""
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{command.split()[-1]} check: {len(problems)} problem(s); run `{command}`",
+              file=sys.stderr)
+        return 1
+    print(up_to_date)
+    return 0
+
+
 def _cmd_docs(args: argparse.Namespace) -> int:
     from . import docs
 
     out = Path(args.out)
     if args.check:
-        problems = docs.check(out)
-        for problem in problems:
-            print(problem)
-        if problems:
-            print(f"docs check: {len(problems)} problem(s); run `posenc docs`", file=sys.stderr)
-            return 1
-        print(f"docs check: {out / docs.MARKDOWN} and its plots are up to date")
-        return 0
+        return _checked("posenc docs", docs.check(out), f"docs check: {out / docs.MARKDOWN}, "
+                        f"{out / docs.FUNCTIONS} and the plots are up to date")
     written = docs.write(out, images=not args.no_images, dpi=args.dpi)
-    print(f"wrote {written[0]}" + (f" and {len(written) - 1} plots" if len(written) > 1 else ""))
+    plots = [path for path in written if path.suffix == ".png"]
+    print(f"wrote {written[0]}, {written[1]}" + (f" and {len(plots)} plots" if plots else ""))
+    return 0
+
+
+def _cmd_stubs(args: argparse.Namespace) -> int:
+    from posenc.backends import stubs
+
+    root = Path(args.root)
+    if args.check:
+        return _checked("posenc stubs", stubs.check(root), "stubs check: up to date")
+    for path in stubs.write(root):
+        print(f"wrote {path}")
     return 0
 
 
@@ -168,6 +186,25 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_report_merge)
 
 
+def _add_generators(sub: argparse._SubParsersAction) -> None:
+    """The commands that regenerate files of the checkout from the specs."""
+    p = sub.add_parser("docs", help="generate docs/encodings.md, docs/functions.md and the "
+                                    "plots from spec/")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; fail when the markdown is stale or a plot is missing")
+    p.add_argument("--no-images", action="store_true", help="write only the markdown")
+    p.add_argument("--dpi", type=COUNT, default=72, help="plot resolution (default 72)")
+    p.set_defaults(func=_cmd_docs)
+
+    p = sub.add_parser("stubs", help="generate the type stubs of posenc and its backend modules "
+                                     "from the specs")
+    p.add_argument("--root", default=".", metavar="DIR",
+                   help="the checkout (default: the current folder)")
+    p.add_argument("--check", action="store_true", help="write nothing; fail when a stub is stale")
+    p.set_defaults(func=_cmd_stubs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="posenc", description="Transformer positional encodings: spec, goldens, conformance.")
@@ -203,13 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dpi", type=COUNT, default=100, help="resolution (default 100)")
     p.set_defaults(func=_cmd_plot)
 
-    p = sub.add_parser("docs", help="generate docs/encodings.md and its plots from spec/")
-    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
-    p.add_argument("--check", action="store_true",
-                   help="write nothing; fail when the markdown is stale or a plot is missing")
-    p.add_argument("--no-images", action="store_true", help="write only the markdown")
-    p.add_argument("--dpi", type=COUNT, default=72, help="plot resolution (default 72)")
-    p.set_defaults(func=_cmd_docs)
+    _add_generators(sub)
 
     p = sub.add_parser("peers", help="run every installed peer adapter (peer:NAME) and write "
                                      "docs/peers.md, the scoreboard")

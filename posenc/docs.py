@@ -1,4 +1,6 @@
-"""docs/encodings.md, generated from spec/: one section per encoding, with its plot.
+"""docs/encodings.md, generated from spec/: one section per encoding, with its plot; and
+docs/functions.md: every public function and layer, the rows from the specs, the signatures
+from the functions themselves (no hand-kept table to drift).
 
 The markdown depends only on the spec files, so it can be checked for staleness exactly; the
 PNGs beside it depend on matplotlib's version and are only checked to exist.
@@ -14,6 +16,7 @@ from typing import Any
 from .specs import Spec, load_all
 
 MARKDOWN = "encodings.md"
+FUNCTIONS = "functions.md"
 IMAGES = "plots"  # beside the markdown
 DPI = 72  # small files: 26 plots stay well under 3 MB
 FAMILIES = ("absolute", "rotary", "relative", "other", "operator")
@@ -39,6 +42,54 @@ def markdown(specs: Mapping[str, Spec] | None = None) -> str:
             lines += ["", f"## {family.capitalize()}"]
         lines += ["", *section(spec)]
     return "\n".join(lines) + "\n"
+
+
+def functions_markdown(specs: Mapping[str, Spec] | None = None) -> str:
+    """The whole of docs/functions.md: one row per spec's function, then the other public
+    functions of its module (``__all__``), then one row per layer."""
+    import importlib
+    import inspect
+
+    from .layers import all_layers
+
+    specs = specs if specs is not None else load_all()
+    ordered = sorted(specs.values(), key=lambda s: (_family_rank(s.family), s.id))
+    lines = [NOTICE, "", "# Public functions and layers", "",
+             "Every function `posenc` exports (`posenc.<name>`, and `pe.<name>` from "
+             "`from posenc.backends import torch as pe`, which adds `device=`), one row per "
+             "spec in [the catalogue](encodings.md); signatures as the functions declare them.",
+             "", "| function | signature | encoding |", "|---|---|---|"]
+    listed: set[str] = set()
+    for spec in ordered:
+        module = importlib.import_module(f"posenc.encodings.{spec.module}")
+        for name in [spec.function, *(n for n in module.__all__ if n not in _spec_functions(specs))]:
+            if name in listed:
+                continue
+            listed.add(name)
+            signature = inspect.signature(getattr(module, name))
+            plain = signature.replace(
+                parameters=[p.replace(annotation=inspect.Parameter.empty)
+                            for p in signature.parameters.values()],
+                return_annotation=inspect.Signature.empty)
+            what = _cell(spec.title) if name == spec.function else \
+                _cell(" ".join((inspect.getdoc(getattr(module, name)) or "").split("\n\n")[0].split()
+                           ).replace("``", "`"))
+            lines.append(f"| `{name}` | {_cell(f'`{name}{plain}`')} | "
+                         f"[`{spec.id}`](encodings.md#{spec.id}): {what} |")
+    lines += ["", "## Layers", "",
+              "The encodings a model holds as a layer, in every framework: `pe.<Layer>` "
+              "(PyTorch `nn.Module`, JAX pytree description and Flax NNX, Keras layer). "
+              "The constructor takes the sizes, then the function's parameters it fixes.", "",
+              "| layer | function | sizes | fixed parameters | weights |", "|---|---|---|---|---|"]
+    for name, layer in sorted(all_layers().items()):
+        cells = [", ".join(f"`{n}`" for n in names) or "none"
+                 for names in (layer.sizes, layer.config, layer.weight_names)]
+        lines.append(f"| `{name}` | `{layer.function}` | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _spec_functions(specs: Mapping[str, Spec]) -> set[str]:
+    return {s.function for s in specs.values()}
 
 
 def section(spec: Spec) -> list[str]:
@@ -94,7 +145,8 @@ def write(out_dir: Path, *, images: bool = True, dpi: int = DPI) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / MARKDOWN
     target.write_text(markdown(specs), encoding="utf-8")
-    written = [target]
+    (out_dir / FUNCTIONS).write_text(functions_markdown(specs), encoding="utf-8")
+    written = [target, out_dir / FUNCTIONS]
     if images:
         from .plot import plot
 
@@ -108,12 +160,14 @@ def check(out_dir: Path) -> list[str]:
     Plots are checked to exist, not compared: their bytes depend on matplotlib's version."""
     specs = load_all()
     out_dir = Path(out_dir)
-    target = out_dir / MARKDOWN
     problems = []
-    if not target.is_file():
-        problems.append(f"{target}: missing")
-    elif target.read_text(encoding="utf-8") != markdown(specs):
-        problems.append(f"{target}: stale (the specs changed since it was generated)")
+    for target, text in ((out_dir / MARKDOWN, markdown(specs)),
+                         (out_dir / FUNCTIONS, functions_markdown(specs))):
+        if not target.is_file():
+            problems.append(f"{target}: missing")
+        elif target.read_text(encoding="utf-8") != text:
+            problems.append(f"{target}: stale (the specs or the functions changed since it was "
+                            "generated)")
     for spec_id in specs:
         if not (out_dir / image_path(spec_id)).is_file():
             problems.append(f"{out_dir / image_path(spec_id)}: missing plot")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from importlib.metadata import entry_points
 
 import numpy as np
@@ -70,6 +72,36 @@ def test_backend_resolution() -> None:
                          ("posenc.backends.numpy:NOPE", "has no 'NOPE'")]:
         with pytest.raises(BackendError, match=message):
             get_backend(bad)
+
+
+def test_a_library_that_is_no_namespace_is_pointed_to_its_array_api_compat_namespace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """dask.array (like cupy) is not an array-API namespace itself: the refusal names the
+    array_api_compat namespace to pass instead, and that advice, followed, resolves."""
+    dask = types.ModuleType("dask")
+    dask.array = types.ModuleType("dask.array")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "dask", dask)
+    monkeypatch.setitem(sys.modules, "dask.array", dask.array)
+    with pytest.raises(BackendError, match=r"neither .* --backend array_api_compat\.dask\.array$"):
+        get_backend("dask.array")
+    with pytest.raises(BackendError, match=r"array_api_compat\.<library>\), or write a posenc "
+                                           r"Backend .*docs/backends\.md"):
+        get_backend("json")
+    assert get_backend("array_api_compat.numpy").namespace().__name__ == "array_api_compat.numpy"
+
+
+def test_a_library_not_installed_or_a_misspelled_name_gets_the_next_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)  # an import of it fails, installed or not
+    with pytest.raises(BackendError, match=r"install cupy, then .* --backend array_api_compat\.cupy"):
+        get_backend("cupy")
+    with pytest.raises(BackendError, match=r"did you mean 'torch'\?"):
+        get_backend("pytorch")
+    with pytest.raises(BackendError, match=r"no peer adapter 'peer:transfomers'; did you mean "
+                                           r"'peer:transformers'\? \(peers: .*peer:litgpt"):
+        get_backend("peer:transfomers")
+    with pytest.raises(BackendError, match=r"has no 'BACKND'; did you mean 'BACKEND'\?"):
+        get_backend("posenc.backends.numpy:BACKND")
 
 
 @pytest.mark.parametrize("name", BUILTIN)

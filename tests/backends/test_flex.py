@@ -169,7 +169,7 @@ def test_compiled_flex_attention_equals_attention_with_the_materialised_bias() -
     """torch.compile(flex_attention) on CPU in float32, T5's decoder bias (a captured
     [heads, q_len + k_len − 1] vector, a block mask, scale 1): one kernel, ~12 s to compile
     cold on 2 cores (each further score_mod ~3 s; the harness's compiled mode runs them all).
-    Static shapes: see the README on CPU and dynamic shapes."""
+    Static shapes: see docs/usage.md on CPU and dynamic shapes."""
     compiled = torch.compile(flex_attention, dynamic=False)
     q_len, k_len = 7, 27
     q, k, v = _qkv(4, 4, q_len, k_len, torch.float32)

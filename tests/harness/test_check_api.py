@@ -266,6 +266,25 @@ def test_a_mapping_naming_an_unknown_parameter_is_a_parameter_error() -> None:
         adapters.rope_function(lambda q, position_ids: q)
     with pytest.raises(ParameterError, match="say which encoding"):
         check(my_rope)
+    with pytest.raises(ParameterError, match=r"dtypes: 'float8' is not a dtype posenc checks in "
+                                             r"\(known: float64, float32, bfloat16, float16\)"):
+        check(my_rope, "rope", dtypes=["float8"])  # was: "0 of 0 checks in scope", no error
+
+
+def test_a_required_parameter_no_posenc_name_reaches_names_the_mapping_to_make() -> None:
+    """Every call would fail on it: refused up front with the posenc name to map (the closest
+    one not yet taken), and the mapping it names, made, is accepted."""
+    def port(x, pos, theta):
+        return x
+
+    with pytest.raises(ParameterError, match=r"port requires 'pos', which is none of rope's names "
+                                             r"\(x, positions, base, .*\); map it: "
+                                             r"names=\{'positions': 'pos'\}"):
+        adapters.rope_function(port)
+    with pytest.raises(ParameterError, match=r"requires 'theta'.*map it: names=\{'base': 'theta'\}"):
+        adapters.rope_function(port, names={"positions": "pos"})
+    adapters.rope_function(port, names={"positions": "pos", "base": "theta"})
+    adapters.rope_function(lambda x, pos=None: x)  # not required: a check it leaves out is scope
 
 
 @pytest.mark.parametrize(("returned", "needle"), [

@@ -177,9 +177,9 @@ def _load_in(tree: Path) -> dict[str, object]:
 
 
 def test_a_new_encoding_s_transform_needs_only_its_own_file(tmp_path: Path) -> None:
-    """In a copy of the core, an encoding is added as README's "Adding an encoding" says (its
-    spec, its reference, and its transform in posenc/diagnoses/<id>.py); no existing file is
-    edited, and the spec naming the new transform loads and evaluates it."""
+    """In a copy of the core, an encoding is added as docs/contributing.md's "Adding an
+    encoding" says (its spec, its reference, and its transform in posenc/diagnoses/<id>.py); no
+    existing file is edited, and the spec naming the new transform loads and evaluates it."""
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "posenc", tmp_path / "posenc", ignore=ignore)
     (tmp_path / "spec").mkdir()

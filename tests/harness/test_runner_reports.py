@@ -95,6 +95,9 @@ def test_cli_fails_when_nothing_could_be_checked() -> None:
     proc = run_cli("conformance", "--backend", "numpy", "--device", "cuda", "-q")
     assert proc.returncode == 1
     assert "nothing was checked" in proc.stderr
+    # and why, with what the machine has instead
+    assert "no device 'cuda' on this machine (backend 'numpy' has: cpu)" in proc.stderr
+    assert "`posenc conformance --help` lists the choices" in proc.stderr
 
 
 def test_cli_usage_errors_exit_2() -> None:

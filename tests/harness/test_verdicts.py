@@ -343,7 +343,7 @@ def test_every_adapter_path_the_docs_name_imports() -> None:
 
     from ..conftest import ROOT
 
-    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "backends.md").read_text()
+    text = "".join(page.read_text() for page in (ROOT / "README.md", *(ROOT / "docs").glob("*.md")))
     named = set(re.findall(r"\badapters\.([A-Za-z_]\w*)", text))
     assert {"transformers_config", "frequency_function", "as_backend"} <= named
     module = importlib.import_module("posenc.backends.adapters")

@@ -39,6 +39,23 @@ def test_every_spec_has_a_section_and_an_existing_plot() -> None:
         assert f'<a id="{spec_id}"></a>' in text and f"(#{spec_id})" in text
 
 
+def test_committed_function_table_is_what_posenc_docs_generates() -> None:
+    committed = (DOCS / docs.FUNCTIONS).read_text(encoding="utf-8")
+    assert committed == docs.functions_markdown(), "docs/functions.md is stale: run `posenc docs`"
+
+
+def test_the_function_table_lists_every_public_function_and_layer() -> None:
+    """Rows come from the specs and their modules' __all__: what posenc serves, all of it (a
+    hand-kept table had lost qk_permutation_indices)."""
+    from posenc.encodings import public_functions
+    from posenc.layers import all_layers
+
+    text = docs.functions_markdown()
+    rows = re.findall(r"^\| `(\w+)` \|", text, re.M)
+    assert sorted(rows) == sorted([*public_functions(), *all_layers()])
+    assert "| `qk_permutation_indices` | `qk_permutation_indices(features, *, n_heads," in text
+
+
 def test_a_section_carries_the_spec_content() -> None:
     spec = load_all()["t5_bucket"]
     section = "\n".join(docs.section(spec))

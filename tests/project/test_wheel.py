@@ -42,7 +42,8 @@ def test_wheel_ships_spec_and_goldens_and_works_elsewhere(tmp_path: Path) -> Non
                "conformance": "posenc/conformance", "spec": "posenc/spec", "golden": "posenc/golden"}
     for source, target in shipped.items():
         for path in (ROOT / source).rglob("*"):
-            if path.suffix in (".py", ".yaml", ".json", ".npz") and "__pycache__" not in path.parts:
+            if (path.suffix in (".py", ".pyi", ".yaml", ".json", ".npz") or path.name == "py.typed") \
+                    and "__pycache__" not in path.parts:
                 assert f"{target}/{path.relative_to(ROOT / source).as_posix()}" in names, path
     assert not any(n.startswith(("tests/", "spec/", "golden/")) for n in names)
 
