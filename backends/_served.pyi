@@ -160,7 +160,14 @@ def layer_rope_parameters(
     device: Any = None,
 ) -> list[dict[str, Any] | None] | dict[str, Any] | None: ...
 def learned(positions: Any, table: Any, *, out_of_range: str = 'error', device: Any = None) -> Any: ...
-def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0, device: Any = None) -> Any: ...
+def llama4_vision_rope(
+    x: Any,
+    positions: Any,
+    *,
+    base: float = 10000.0,
+    layout: str = 'interleaved',
+    device: Any = None,
+) -> Any: ...
 def mla_rope(
     q: Any,
     k_rot: Any,
@@ -209,6 +216,7 @@ def pixtral_rope(
     *,
     base: float = 10000.0,
     max_width: int | None = None,
+    layout: str = 'half',
     device: Any = None,
 ) -> Any: ...
 def permute_qk(

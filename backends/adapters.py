@@ -171,8 +171,7 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     takes no ``layout`` is fixed at the spec's default, or at the value ``unsupported`` leaves
     it (``{"layout": "half"}``), and converted the same way; for ``sinusoidal`` ``layout`` is
     the table's column layout (``"concat"``: :mod:`posenc.backends.sinusoidal_layouts`).
-    ``axes="bshd"``: ``fn`` takes
-    ``x`` as ``[batch, seq, heads, dim]``."""
+    ``axes="bshd"``: ``fn`` takes ``x`` as ``[batch, seq, heads, dim]``."""
     spec = _spec(encoding)
     label = label or label_of(fn)
     inputs = [i.name for i in spec.inputs]

@@ -164,7 +164,13 @@ def layer_rope_parameters(
     layer: int | None = None,
 ) -> list[dict[str, Any] | None] | dict[str, Any] | None: ...
 def learned(positions: Any, table: Any, *, out_of_range: str = 'error') -> Any: ...
-def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0) -> Any: ...
+def llama4_vision_rope(
+    x: Any,
+    positions: Any,
+    *,
+    base: float = 10000.0,
+    layout: str = 'interleaved',
+) -> Any: ...
 def mla_rope(
     q: Any,
     k_rot: Any,
@@ -204,7 +210,14 @@ def mrope_position_ids(
     omni_model: str = 'qwen2_5_omni',
 ) -> tuple[Any, Any]: ...
 def nope(x: Any, positions: Any = None) -> Any: ...
-def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0, max_width: int | None = None) -> Any: ...
+def pixtral_rope(
+    x: Any,
+    positions: Any,
+    *,
+    base: float = 10000.0,
+    max_width: int | None = None,
+    layout: str = 'half',
+) -> Any: ...
 def permute_qk(
     w: Any,
     *,
