@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from posenc.backends import get_backend, installed_backends
-from posenc.backends.backend import FLOAT_DTYPES, Backend
+from posenc.backends.backend import FLOAT_DTYPES, SETTINGS, Backend
 from posenc.backends.pairing import conversion_of
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
@@ -54,6 +54,9 @@ class Options:
     tier: str = "exhaustive"
     # check posenc's own code for the encodings an override backend does not provide
     include_posenc_code: bool = False
+    # framework settings the checks run under, where the user asks (backend.SETTINGS:
+    # {"matmul_precision": "highest"}); unnamed ones stay as the caller has them
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,14 @@ class Result:
         return self.status in FAILING
 
 
+def check_settings(settings: dict[str, str]) -> None:
+    """Raise ParameterError for a framework setting posenc does not know (backend.SETTINGS)."""
+    for key, value in settings.items():
+        if value not in SETTINGS.get(key, ()):
+            raise ParameterError(f"Options.settings[{key!r}]={value!r}: known settings: "
+                                 + "; ".join(f"{k}: {', '.join(v)}" for k, v in SETTINGS.items()))
+
+
 class Runner:
     """Plans and executes checks, holding backend sessions, goldens and compiled functions."""
 
@@ -96,6 +107,7 @@ class Runner:
         if options.precision not in PROFILES:
             raise ParameterError(f"Options.precision={options.precision!r}: not a precision "
                                  f"profile (known: {', '.join(PROFILES)})")
+        check_settings(options.settings)
         resolved = [get_backend(b) for b in options.backends or installed_backends()]
         for backend in resolved:  # a named peer adapter whose peer is missing: say so once
             if hasattr(backend, "missing") and backend.missing() is not None:
@@ -186,13 +198,30 @@ class Runner:
                        max_examples=self.options.max_examples,
                        _compiled=self._compiled.setdefault(key, {}))
 
+    def _settings(self, check: Check, backend: Backend) -> contextlib.AbstractContextManager[Any]:
+        """The framework settings a check runs under (backend.settings), for a check that
+        runs at all on an installed framework."""
+        if check.kind == "capability" or check.dtype not in backend.dtypes:
+            return contextlib.nullcontext()
+        try:
+            backend.namespace()
+        except PosencError:  # the check reports it
+            return contextlib.nullcontext()
+        spec = self.specs[check.encoding]
+        own = not backend.overrides or backend.own_code or scope.provided_by(
+            backend, spec, check.kind, check.property_index) == "posenc"
+        return backend.settings(check.dtype, own, self.options.settings)
+
     def execute(self, check: Check) -> Result:
         start = time.perf_counter()
-        result = grading.graded(
-            lambda profile: self._execute(check, profile), self.options.precision, check.kind,
-            lambda a, b: self._tolerance(check, a) != self._tolerance(check, b))
-        result.seconds = time.perf_counter() - start
         backend = self.backends[check.backend]
+        with self._settings(check, backend) as in_force:
+            result = grading.graded(
+                lambda profile: self._execute(check, profile), self.options.precision,
+                check.kind, lambda a, b: self._tolerance(check, a) != self._tolerance(check, b))
+        if in_force and result.status != "unsupported":
+            result.details["settings"] = in_force
+        result.seconds = time.perf_counter() - start
         for pattern, reason in {**backend.expectations, **self.options.expectations}.items():
             if selection.selects(pattern, check, self.specs):
                 if result.details.get("blame") == "golden":  # no backend verdict to expect
