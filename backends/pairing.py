@@ -305,7 +305,7 @@ def declare_pairing(adapter: Adapter, layout: str) -> Adapter:
         return inner_scope(params)
 
     wrapped = conversion.wrap(inner)
-    for name in ("posenc_supplies",):
+    for name in ("posenc_supplies", "posenc_explains"):
         if hasattr(inner, name):
             setattr(wrapped, name, getattr(inner, name))
     wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]
@@ -344,7 +344,7 @@ def declare_axes(adapter: Adapter, axes: str) -> Adapter:
             return out  # the result check names what came back
         return xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), shape)
 
-    for name in ("posenc_supplies", "posenc_pairing"):
+    for name in ("posenc_supplies", "posenc_explains", "posenc_pairing"):
         if hasattr(inner, name):
             setattr(call, name, getattr(inner, name))
     return dataclasses.replace(adapter, call=call)

@@ -35,7 +35,7 @@ class CheckReport:
     @property
     def settings(self) -> list[str]:
         """The framework settings the checks ran under, one line each (backend.settings)."""
-        return sorted({r.details["settings"] for r in self.results if r.details.get("settings")})
+        return report.settings(self.results)
 
     @property
     def failed(self) -> list[Result]:

@@ -134,6 +134,8 @@ def main(args: argparse.Namespace) -> int:
     report_options = {k: v for k, v in vars(args).items() if k != "func"}
     results, stopped = job.run(options, args, report_options)
     print(report.matrix(results))
+    for line in report.settings(results):
+        print(f"settings: {line}")
     text = report.failures(results, limit=None if args.verbose else 30)
     if text:
         print("\n" + text)

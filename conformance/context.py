@@ -105,6 +105,12 @@ class Context:
             return self.backend.from_numpy(value.astype(np.float64), self.dtype, self.device)
         if kind == "bool":
             return self.backend.from_numpy(value.astype(bool), "bool", self.device)
+        held = np.iinfo(self.index_dtype) if self.index_dtype.startswith("int") else None
+        if held is not None and value.size and (value.max() > held.max or value.min() < held.min):
+            raise Unsupported(  # posenc's input limit: fed wrapped, they would blame the code
+                f"{name} up to {int(np.abs(value).max())} do not fit {self.index_dtype}, the "
+                f"integer dtype {self.backend.name} holds under these settings (JAX without "
+                "64-bit mode): posenc cannot feed them here")
         return self.backend.from_numpy(value.astype(np.int64), self.backend.index_dtype,
                                        self.device)
 

@@ -18,7 +18,7 @@ from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 from posenc.golden import GoldenCase
 
-from . import comparisons, grading, messages, scope, selection, tiers, tolerances
+from . import comparisons, grading, messages, scope, selection, tiers, tolerances, whose
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
@@ -247,6 +247,7 @@ class Runner:
                 backend, spec, spec.properties[check.property_index].name)):
             return Result(check, "unsupported", why)
         ctx: Context | None = None
+        raised: BaseException | None = None
         if pairing := conversion_of(backend, spec.function):
             pairing.take_log()  # what this check's calls convert, recorded with its result
         try:
@@ -270,9 +271,11 @@ class Runner:
         except Unsupported as exc:
             result = Result(check, "unsupported", str(exc))
         except GoldenCaseError as exc:  # blames the golden, not the backend
-            result = Result(check, "error", str(exc), exc.details)
+            result = whose.record(Result(check, "error", str(exc), exc.details), whose.GOLDEN,
+                                  "the golden case fails posenc's own verification")
         except UpstreamFailure as exc:
-            result = Result(check, "xfail", str(exc))
+            result = whose.record(Result(check, "xfail", str(exc)), whose.FRAMEWORK,
+                                  "its control, with no code under test, fails here")
         except NotImplementedError as exc:  # posenc.Unsupported too: out of the adapter's scope
             reason = str(exc) or type(exc).__name__
             result = Result(check, "unsupported", f"{reason} (raised at {messages.last_frame(exc)})")
@@ -280,13 +283,16 @@ class Runner:
             if check.kind == "property" and ctx is not None and ctx.last_output is not None \
                     and ctx.last_call is not None:  # which declared bug its last call shows
                 self._diagnoser.explain_call(exc, ctx.spec, (ctx.last_call[0], ctx.last_inputs),
-                                             ctx.last_output, ctx.tol)
+                                             ctx.last_output, ctx.tol,
+                                             scope.posenc_explains(backend, spec.function))
             result = messages.failure(Result(check, "fail", _with_notes(exc), dict(exc.details)),
                                       ctx)
         except PosencError as exc:
+            raised = exc
             result = messages.failure(
                 Result(check, "error", f"{type(exc).__name__}: {_with_notes(exc)}"), ctx, exc)
         except Exception as exc:  # a backend bug must not stop the run
+            raised = exc
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result = messages.failure(Result(check, "error", text), ctx, exc)
         result.provided_by = who
@@ -294,6 +300,12 @@ class Runner:
             result.details["pairing"] = converted
         if supplied := scope.posenc_supplies(backend, spec.function):
             result.details.setdefault("posenc_supplies", supplied)
+        if result.failed and "whose" not in result.details:
+            own = not backend.overrides or backend.own_code or who == "posenc"
+            whose.record(result, *(
+                (whose.IMPLEMENTATION, "posenc's own code is the implementation here") if own
+                else whose.of_error(raised) if raised is not None
+                else whose.of_failure(result.details)))
         return result
 
     def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:
@@ -315,7 +327,8 @@ class Runner:
         except CheckFailure as exc:  # which declared bug (diagnoses:) the output matches
             exc.details.update(how)
             self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
-                                    angle_bound=case.angle_bound)
+                                    angle_bound=case.angle_bound,
+                                    supplied=scope.posenc_explains(ctx.backend, ctx.spec.function))
             if not exc.details.get("diagnosis"):
                 self._explain_in_own_pairing(exc, ctx, case, actual, scale)
             raise
@@ -333,7 +346,8 @@ class Runner:
         seen = GoldenCase(f"{case.name} [{pairing.layout}]", params, inputs,
                           to_own(case.output), case.angle_bound)
         self._diagnoser.explain(exc, ctx.spec, seen, to_own(actual), ctx.tol, scale=scale,
-                                angle_bound=case.angle_bound)
+                                angle_bound=case.angle_bound,
+                                supplied=scope.posenc_explains(ctx.backend, ctx.spec.function))
         if exc.details.get("diagnosis"):
             exc.details["diagnosis"]["pairing"] = pairing.layout
             exc.add_note(f"(named on the case as the implementation ran it: features permuted "

@@ -57,3 +57,11 @@ def posenc_supplies(backend: Backend, function: str) -> str | None:
     sin)``), recorded with its results; None for a self-contained implementation."""
     override = backend.overrides.get(function)
     return getattr(override, "posenc_supplies", None) if override is not None else None
+
+
+def posenc_explains(backend: Backend, function: str) -> dict[str, str]:
+    """Declared diagnoses that what posenc feeds an adapter's override would explain (cos/sin
+    it supplies in q's dtype), each with the reason: such a match is posenc's, not the
+    implementation's."""
+    override = backend.overrides.get(function)
+    return dict(getattr(override, "posenc_explains", None) or {}) if override is not None else {}
