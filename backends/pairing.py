@@ -272,7 +272,8 @@ class Conversion:
 def _gather_all(value: Any, gathers: list[list[int]]) -> Any:
     for index in gathers:
         xp = array_api.namespace(value=value)
-        idx = array_api.asarray(xp, index, dtype=xp.int64, device=array_api.device_of(value))
+        # feature indices fit int32, which every framework holds (JAX without 64-bit mode too)
+        idx = array_api.asarray(xp, index, dtype=xp.int32, device=array_api.device_of(value))
         value = xp.take(value, idx, axis=value.ndim - 1)
     return value
 

@@ -104,3 +104,31 @@ def test_posencs_own_jax_backend_keeps_highest_matmul_precision_and_says_so() ->
     assert {r.details["settings"] for r in ran} == {
         "jax, float32 checks: 64-bit mode off (the caller's), matmul precision highest "
         "(posenc's own code)"}
+
+
+def test_integers_past_the_int32_jax_holds_are_out_of_scope_not_fed_wrapped() -> None:
+    """Without 64-bit mode JAX holds int32: positions past it cannot be fed faithfully, so the
+    check is unsupported with posenc's reason instead of judging wrapped positions."""
+    import numpy as np
+
+    from posenc.backends import get_backend
+    from posenc.catalog import specs
+    from posenc.conformance.context import Context, Unsupported
+    from posenc.conformance.tolerances import for_spec
+
+    spec = specs()["rope"]
+    ctx = Context(backend=get_backend("jax"), spec=spec, dtype="float32", mode="eager",
+                  device="cpu", tol=for_spec(spec, "float32", "exact"))
+    x = np.ones((2, 8))
+    assert ctx.index_dtype == "int32"
+    assert ctx.raw({"x": x, "positions": np.array([0, 2**24 - 1])}).shape == (2, 8)
+    assert ctx.last_call[1]["positions"]["dtype"] == "int32"  # what the function was fed
+    with pytest.raises(Unsupported, match=r"positions up to 4294967296 do not fit int32.*"
+                                          r"posenc cannot feed them here"):
+        ctx.raw({"x": x, "positions": np.array([0, 2**32])})
+    with jax.enable_x64(True):  # the caller's 64-bit mode: int64, fed as they are
+        wide = Context(backend=get_backend("jax"), spec=spec, dtype="float32", mode="eager",
+                       device="cpu", tol=for_spec(spec, "float32", "exact"))
+        assert wide.index_dtype == "int64"
+        with pytest.raises(ParameterError, match="positions contains 4294967296"):  # fed whole:
+            wide.raw({"x": x, "positions": np.array([0, 2**32])})  # posenc's rope refuses it
