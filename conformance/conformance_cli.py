@@ -29,7 +29,8 @@ def add_settings_argument(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--matmul-precision", choices=SETTINGS["matmul_precision"],
                    help="run the code under test at this float32 matmul precision (JAX's "
-                        "default_matmul_precision, PyTorch's float32_matmul_precision); by "
+                        "default_matmul_precision, PyTorch's float32_matmul_precision; "
+                        "TensorFlow: highest turns TF32 execution off, high on); by "
                         "default someone else's code runs at your framework's setting, "
                         "posenc's own JAX code at highest (docs/backends.md)")
 

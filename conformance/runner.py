@@ -208,8 +208,8 @@ class Runner:
         except PosencError:  # the check reports it
             return contextlib.nullcontext()
         spec = self.specs[check.encoding]
-        own = not backend.overrides or backend.own_code or scope.provided_by(
-            backend, spec, check.kind, check.property_index) == "posenc"
+        own = scope.runs_posenc_code(backend, scope.provided_by(backend, spec, check.kind,
+                                                                check.property_index))
         return backend.settings(check.dtype, own, self.options.settings)
 
     def execute(self, check: Check) -> Result:
@@ -301,9 +301,9 @@ class Runner:
         if supplied := scope.posenc_supplies(backend, spec.function):
             result.details.setdefault("posenc_supplies", supplied)
         if result.failed and "whose" not in result.details:
-            own = not backend.overrides or backend.own_code or who == "posenc"
             whose.record(result, *(
-                (whose.IMPLEMENTATION, "posenc's own code is the implementation here") if own
+                (whose.IMPLEMENTATION, "posenc's own code is the implementation here")
+                if scope.runs_posenc_code(backend, who)
                 else whose.of_error(raised) if raised is not None
                 else whose.of_failure(result.details)))
         return result

@@ -132,3 +132,30 @@ def test_integers_past_the_int32_jax_holds_are_out_of_scope_not_fed_wrapped() ->
         assert wide.index_dtype == "int64"
         with pytest.raises(ParameterError, match="positions contains 4294967296"):  # fed whole:
             wide.raw({"x": x, "positions": np.array([0, 2**32])})  # posenc's rope refuses it
+
+
+def test_torch_code_runs_at_the_callers_matmul_precision_unless_asked() -> None:
+    torch = pytest.importorskip("torch")
+    seen: list[str] = []
+
+    def probed(x: Any, position_ids: Any, theta: float = 10000.0) -> Any:
+        seen.append(torch.get_float32_matmul_precision())
+        d = x.shape[-1]
+        angles = position_ids.double()[..., None] * theta ** (
+            -torch.arange(0, d, 2, dtype=torch.float64) / d)
+        if angles.ndim == 3:
+            angles = angles.reshape(angles.shape[0], *([1] * (x.ndim - 3)), *angles.shape[1:])
+        a, b = x.double().chunk(2, -1)
+        cos, sin = angles.cos(), angles.sin()
+        return torch.cat([a * cos - b * sin, b * cos + a * sin], -1).to(x.dtype)
+
+    before = torch.get_float32_matmul_precision()
+    report = check(probed, "rope", names=NAMES, framework="torch", dtypes=["float32"], **CASES)
+    assert report.passed and set(seen) == {before}
+    assert f"torch: float32 matmul precision {before} (the caller's)" in report.text()
+    seen.clear()
+    asked = check(probed, "rope", names=NAMES, framework="torch", dtypes=["float32"],
+                  settings={"matmul_precision": "high"}, **CASES)
+    assert asked.passed and set(seen) == {"high"}
+    assert "torch: float32 matmul precision high (asked)" in asked.text()
+    assert torch.get_float32_matmul_precision() == before  # nothing left behind
