@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -14,6 +14,13 @@ import numpy as np
 from posenc.errors import BackendError, MissingFrameworkError
 
 FLOAT_DTYPES = ("float64", "float32", "bfloat16", "float16")
+# framework settings a user may ask a check to run under (Options.settings, --matmul-precision)
+SETTINGS = {"matmul_precision": ("high", "highest")}
+
+
+@contextlib.contextmanager
+def _untouched(asked: Mapping[str, str]) -> Iterator[str | None]:
+    yield f"{', '.join(sorted(asked))}: no such setting here" if asked else None
 
 
 @dataclass
@@ -32,7 +39,12 @@ class Backend:
     float64 out of ``dtypes`` (its float64 checks then report unsupported).
     ``force_namespace`` runs the implementations with this namespace even though the arrays
     look like another library's (module backends wrapping NumPy). ``session`` is entered once
-    around a harness run (e.g. JAX's 64-bit mode, scoped to the harness).
+    around a harness run (caches and logging only: no numerical flag). ``settings(dtype, own,
+    asked)`` is entered around each check of ``dtype`` and sets the framework flags it runs
+    under: JAX's 64-bit mode for float64 checks only; for posenc's own code (``own``) the
+    flags posenc's implementations are written for; the ``asked`` ones (``SETTINGS``) where
+    the user names them; the caller's flags otherwise. It yields one line saying which
+    settings were in force (None: the framework's, untouched).
     """
 
     name: str
@@ -54,6 +66,9 @@ class Backend:
     force_namespace: bool = False
     session: Callable[[], contextlib.AbstractContextManager[Any]] = field(
         default=contextlib.nullcontext)
+    settings: Callable[[str, bool, Mapping[str, str]],
+                       contextlib.AbstractContextManager[str | None]] = field(
+        default=lambda dtype, own, asked: _untouched(asked))
     requires: str | None = None  # top-level module that must be importable
     extra: str | None = None  # pip extra that installs it
     # Known gaps shipped with the backend: check-id glob -> reason; failures matching one
@@ -116,6 +131,13 @@ class Backend:
             return getattr(xp, name)
         except AttributeError:
             raise BackendError(f"backend {self.name!r} has no dtype {name!r}") from None
+
+    def held_as(self, name: str, device: str = "cpu") -> str:
+        """The dtype an array of dtype ``name`` gets under the settings in force (JAX without
+        64-bit mode holds int64 as int32)."""
+        from posenc import array_api
+
+        return array_api.dtype_name(self.from_numpy(np.zeros(0, name), name, device).dtype)
 
 
 def numpy_from_dlpack(x: Any) -> np.ndarray:

@@ -291,7 +291,8 @@ class Conversion:
 def _gather_all(value: Any, gathers: list[list[int]]) -> Any:
     for index in gathers:
         xp = array_api.namespace(value=value)
-        idx = array_api.asarray(xp, index, dtype=xp.int64, device=array_api.device_of(value))
+        # feature indices fit int32, which every framework holds (JAX without 64-bit mode too)
+        idx = array_api.asarray(xp, index, dtype=xp.int32, device=array_api.device_of(value))
         value = xp.take(value, idx, axis=value.ndim - 1)
     return value
 
@@ -334,7 +335,7 @@ def declare_pairing(adapter: Adapter, layout: str) -> Adapter:
         return inner_scope(params)
 
     wrapped = conversion.wrap(inner)
-    for name in ("posenc_supplies",):
+    for name in ("posenc_supplies", "posenc_explains"):
         if hasattr(inner, name):
             setattr(wrapped, name, getattr(inner, name))
     wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]
@@ -373,7 +374,7 @@ def declare_axes(adapter: Adapter, axes: str) -> Adapter:
             return out  # the result check names what came back
         return xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), shape)
 
-    for name in ("posenc_supplies", "posenc_pairing"):
+    for name in ("posenc_supplies", "posenc_explains", "posenc_pairing"):
         if hasattr(inner, name):
             setattr(call, name, getattr(inner, name))
     return dataclasses.replace(adapter, call=call)

@@ -107,6 +107,19 @@ def _apply_once(fn: Callable[..., Any], args: tuple[str, ...], extra: dict[str, 
     return out
 
 
+def _declare_supplies(call: Any, source: str, cos_dtype: str | None) -> None:
+    """What posenc computes for an apply function, on its call: the cos/sin it supplies (the
+    report's line) and the declared diagnoses that those explain (posenc's, not fn's)."""
+    given_in = f"in {cos_dtype}" if cos_dtype is not None else "in q's dtype"
+    call.posenc_supplies = (f"cos/sin from posenc's {source} "
+                            f"({'NumPy float64' if source == 'reference' else 'exact phases'}, "
+                            f"rounded once), given {given_in}")
+    call.posenc_explains = {
+        "positions_in_bfloat16": "posenc turns the positions into cos/sin: fn never sees them",
+        "angles_in_bfloat16": f"posenc computes the angles and supplies cos/sin {given_in}: a "
+                              "low-precision cos/sin cache here is posenc's input"}
+
+
 def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str = "full",
                  args: tuple[str, ...] = ("q", "k", "cos", "sin"), kwargs: Mapping[str, Any]
                  | None = None, x_layout: str = "bhsd", cos_layout: str = "bsw",
@@ -151,7 +164,10 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
         else:
             cos, sin = _posenc_cos_sin(x, positions, rope_params)
         if 2 * int(cos.shape[-1]) != int(x.shape[-1]) and not partial:
-            raise AdapterOutputError(f"rotary width {2 * int(cos.shape[-1])} of {x.shape[-1]}")
+            # posenc's cos/sin, not fn's output: a width the adapter cannot hand it
+            out_of_scope(f"partial rotary: posenc's cos/sin cover {2 * int(cos.shape[-1])} of "
+                         f"{x.shape[-1]} features and {label} rotates the whole head "
+                         "(partial=True gives it cos/sin of the rotary width)")
         if cos_sin == "full":
             cos, sin = rotary.widen(xp, cos, layout), rotary.widen(xp, sin, layout)
         dtype = x.dtype if cos_dtype is None else getattr(xp, cos_dtype)
@@ -178,8 +194,7 @@ def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str =
     def rotate(xp: Any, x4: Any, cos: Any, sin: Any) -> Any:
         return _apply_once(fn, args, extra, label, xp, x4, cos, sin)
 
-    call.posenc_supplies = (f"cos/sin from posenc's {source} "  # type: ignore[attr-defined]
-                            f"({'NumPy float64' if source == 'reference' else 'exact phases'})")
+    _declare_supplies(call, source, cos_dtype)
     return declare_pairing(Adapter("rope", call, label, scope, framework,
                                    supplies=call.posenc_supplies), layout)
 

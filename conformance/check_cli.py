@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
 
 from posenc import params
 from posenc.errors import ParameterError
+
+from .conformance_cli import add_settings_argument
 
 ADAPTERS = ("function", "apply", "cache", "frequencies", "alibi-tensor")
 
@@ -68,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only the golden cases of a named model's published configuration, "
                         "e.g. llama-3.1-8b (repeatable; `posenc translate --help` lists them)")
     p.add_argument("--max-examples", type=params.option("int", minimum=1), default=25)
+    add_settings_argument(p)
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("-v", "--verbose", action="store_true", help="every failure and reason")
 
@@ -134,118 +136,17 @@ def _implementation(args: argparse.Namespace) -> Any:
                              axes=args.axes or "bhsd")
 
 
-def _call_case(backend: Any, spec: Any, case: Any, dtype: str, device: str) -> Any:
-    """The override's result on a golden case, its inputs converted as the harness does."""
-    import numpy as np
-
-    arrays = {}
-    for decl in spec.inputs:
-        value = case.inputs.get(decl.name)
-        if value is None:
-            continue
-        if decl.kind == "float":
-            arrays[decl.name] = backend.from_numpy(np.asarray(value, np.float64), dtype, device)
-        elif decl.kind == "bool":
-            arrays[decl.name] = backend.from_numpy(np.asarray(value, bool), "bool", device)
-        else:
-            arrays[decl.name] = backend.from_numpy(np.asarray(value, np.int64),
-                                                   backend.index_dtype, device)
-    result = backend.overrides[spec.function](**arrays, **case.params)
-    return result[0] if isinstance(result, tuple | list) else result
-
-
-def probe_dtypes(backend: Any, encoding: str, device: str = "cpu"
-                 ) -> tuple[list[str] | None, str]:
-    """The dtypes to check a function in, by trying it on its smallest golden cases in scope,
-    and the plan line saying what was chosen. A dtype it refuses (raises on) is left out;
-    float64 is left out where the function computes in float32 (its float64 result within
-    float32 rounding of the golden, or returned in another dtype); a float64 result further
-    off keeps float64, for the checks to judge. None: nothing to probe (no float input)."""
-    import numpy as np
-
-    from posenc import array_api, golden
-    from posenc.backends import adapters
-    from posenc.catalog import specs
-
-    spec = specs()[encoding]
-    if spec.function not in backend.overrides or not spec.inputs:
-        return None, ""
-    if not any(i.kind == "float" for i in spec.inputs):
-        if spec.output_kind != "int" or not backend.dtypes:
-            return None, ""
-        return [backend.dtypes[0]], (f"plan: dtype {backend.dtypes[0]} only ({encoding} takes "
-                                     "and returns integers: other dtypes repeat the same checks)")
-    cases = sorted((c for c in golden.load(spec).cases.values()
-                    if not (backend.scope and backend.scope(spec.function, dict(c.params)))),
-                   key=lambda c: sum(np.size(v) for v in c.inputs.values() if v is not None))[:3]
-    if not cases:
-        return None, ""
-    chosen, left_out = [], []
-    for dtype in backend.dtypes:
-        outcome, refusal = None, ""
-        for case in cases:
-            try:
-                outcome = (case, _call_case(backend, spec, case, dtype, device))
-                break
-            except NotImplementedError:
-                continue
-            except adapters.AdapterOutputError as exc:  # posenc's complaint, not a refusal:
-                wrong = re.search(r"dtype (\w+), expected float64", str(exc))
-                if dtype == "float64" and wrong:  # float32 by design: not held to float64
-                    refusal = f"returns {wrong[1]} for float64 inputs"
-                break  # else the checks report it
-            except Exception as exc:  # refused: this dtype is left out, with the reason
-                refusal = f"raises {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-                break
-        if outcome is None:
-            if refusal:
-                left_out.append(f"{dtype}: it {refusal}")
-            else:
-                chosen.append(dtype)
-            continue
-        if dtype == "float64":
-            case, result = outcome
-            got = getattr(result, "dtype", None)
-            if got is not None and array_api.dtype_name(got) != "float64":
-                left_out.append(f"float64: it returns {array_api.dtype_name(got)} for float64 "
-                                "inputs")
-                continue
-            actual = np.asarray(backend.to_numpy(result), np.float64)
-            expected = np.asarray(case.output, np.float64)
-            if actual.shape == expected.shape and expected.size:
-                scale = float(np.max(np.abs(expected))) or 1.0
-                error = float(np.max(np.abs(actual - expected)))
-                if 1e-9 * scale < error <= 1e-3 * scale:
-                    left_out.append(f"float64: it computes in float32 (error {error:.1e} on "
-                                    f"values up to {scale:.3g}, case {case.name!r})")
-                    continue
-        chosen.append(dtype)
-    line = f"plan: dtypes {', '.join(chosen) or 'none'}"
-    if left_out:
-        line += " (left out: " + "; ".join(left_out) + "; --dtype checks one anyway)"
-    return chosen, line
-
-
 def main(args: argparse.Namespace) -> int:
-    from posenc.backends import adapters
     from posenc.conformance import check
 
     modes = args.mode or ["eager"]
-    implementation = _implementation(args)
-    if args.dtype is None and isinstance(implementation, adapters.Adapter):
-        backend = adapters.as_backend(implementation, framework=args.framework,
-                                      compiled="compiled" in modes)
-        chosen, line = probe_dtypes(backend, args.encoding, args.device)
-        if chosen:
-            implementation = adapters.as_backend(implementation, framework=args.framework,
-                                                 dtypes=chosen, compiled="compiled" in modes)
-        if line:
-            print(line)
-    report = check(implementation, args.encoding, framework=args.framework,
+    settings = {"matmul_precision": args.matmul_precision} if args.matmul_precision else {}
+    report = check(_implementation(args), args.encoding, framework=args.framework,
                    precision=args.precision, dtypes=args.dtype, modes=modes,
                    device=args.device, max_examples=args.max_examples,
                    cases=args.only in (None, "cases"),
-                   properties=args.only in (None, "properties"), named=args.named)
+                   properties=args.only in (None, "properties"), named=args.named,
+                   settings=settings, dtype_hint="--dtype")
     print(report.text(verbose=args.verbose))
     if args.json:
         report.to_json(args.json)

@@ -15,9 +15,9 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError
 
-from . import findings, report
+from . import dtype_probe, findings, report
 from . import named as named_checks
-from .runner import Options, Result, run
+from .runner import Options, Result, check_settings, run
 from .tolerances import PROFILES
 
 _DECLARED = re.compile(r"^out of .*?'s declared scope: ")
@@ -30,6 +30,12 @@ class CheckReport:
     implementation: str
     results: list[Result]
     precision: str
+    dtype_choice: str = ""  # which dtypes were checked and why (the probe's plan lines)
+
+    @property
+    def settings(self) -> list[str]:
+        """The framework settings the checks ran under, one line each (backend.settings)."""
+        return report.settings(self.results)
 
     @property
     def failed(self) -> list[Result]:
@@ -71,6 +77,8 @@ class CheckReport:
         parts = [f"{self.implementation}: {self.in_scope} of {len(self.results)} checks in scope"
                  f"{f' ({blind} not judgeable)' if blind else ''}; "
                  f"grade: {self.grade or 'none'} (asked: {self.precision})"]
+        parts += [f"  {line}" for line in self.dtype_choice.splitlines()]
+        parts += [f"  settings: {line}" for line in self.settings]
         supplied = {r.details["posenc_supplies"] for r in self.results
                     if r.details.get("posenc_supplies")}
         parts += [f"  posenc supplies: {text}" for text in sorted(supplied)]
@@ -97,7 +105,8 @@ class CheckReport:
 
     def to_json(self, path: str | Path) -> None:
         report.to_json(self.results, Path(path), {"implementation": self.implementation,
-                                                  "precision": self.precision})
+                                                  "precision": self.precision,
+                                                  "dtype_choice": self.dtype_choice})
 
 
 def _backend(implementation: Any, encoding: str | None, names: Mapping[str, str] | None,
@@ -142,7 +151,8 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
           cases: bool = True, properties: bool = True, gradients: bool = True,
           expectations: Mapping[str, str] | None = None, skip: Iterable[str] = (),
           name: str | None = None, named: str | Iterable[str] | None = None,
-          layout: str | None = None, axes: str | None = None) -> CheckReport:
+          layout: str | None = None, axes: str | None = None,
+          settings: Mapping[str, str] | None = None, dtype_hint: str = "dtypes=") -> CheckReport:
     """Check one implementation against the spec(s) it provides.
 
     ``implementation``: a function with its own signature (give ``encoding``; ``names`` maps
@@ -160,8 +170,12 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
     the function). ``named``: model name(s) from :mod:`posenc.dialects.named`: run only the
     golden cases holding those models' published configurations (conformance/named.py).
     ``precision``: the profile checks must meet (``exact``, ``conventional``, ``reduced``);
-    every result is graded with the tightest one it meets either way. ``dtypes``: default the
-    framework's (or those the function returns). The report is a :class:`CheckReport`:
+    every result is graded with the tightest one it meets either way. ``dtypes``: by default,
+    those a function or adapter computes in, probed on its smallest golden cases as ``posenc
+    check`` does (a dtype it raises on is left out; float64 where it computes in float32); a
+    Backend's own. ``settings``: framework settings to run the code under
+    (``{"matmul_precision": "highest"}``; by default the caller's, with JAX's 64-bit mode
+    around float64 checks only). The report is a :class:`CheckReport`:
     ``print(report)`` shows coverage, grade, failures with their diagnoses and the summary.
     """
     modes = list(modes)
@@ -181,8 +195,14 @@ def check(implementation: Callable[..., Any] | adapters.Adapter | Backend,
             raise ParameterError(f"{backend.name} overrides no encoding function: give encoding=")
     if named:
         skip = [*skip, *named_checks.skips(named, specs(), encodings)]
-    results = run(Options(
+    options = Options(
         backends=[backend], encodings=encodings, dtypes=[], modes=modes, device=device,
         max_examples=max_examples, cases=cases, properties=properties, gradients=gradients,
-        expectations=dict(expectations or {}), skip=list(skip), precision=precision))
-    return CheckReport(backend.name, results, precision)
+        expectations=dict(expectations or {}), skip=list(skip), precision=precision,
+        settings=dict(settings or {}))
+    choice = f"plan: dtypes {', '.join(backend.dtypes)} (asked)" if dtypes is not None else ""
+    if dtypes is None and not isinstance(implementation, Backend):
+        check_settings(options.settings)
+        backend, choice = dtype_probe.choose(backend, encodings, device, settings, dtype_hint)
+        options.backends = [backend]
+    return CheckReport(backend.name, run(options), precision, choice)

@@ -26,6 +26,17 @@ def shard_option(text: str) -> str:
     return text
 
 
+def add_settings_argument(p: argparse.ArgumentParser) -> None:
+    from posenc.backends.backend import SETTINGS
+
+    p.add_argument("--matmul-precision", choices=SETTINGS["matmul_precision"],
+                   help="run the code under test at this float32 matmul precision (JAX's "
+                        "default_matmul_precision, PyTorch's float32_matmul_precision; "
+                        "TensorFlow: highest turns TF32 execution off, high on); by "
+                        "default someone else's code runs at your framework's setting, "
+                        "posenc's own JAX code at highest (docs/backends.md)")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", action="append", metavar="B",
                    help="registered name, array-API module path, or module:attr (repeatable; "
@@ -70,6 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include-posenc-code", action="store_true",
                    help="for a backend with overrides, also check the encodings it does not "
                         "provide (posenc's own code, labelled provided_by: posenc)")
+    add_settings_argument(p)
     p.add_argument("--json", metavar="PATH", help="write a JSON report")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report page")
@@ -100,15 +112,16 @@ def main(args: argparse.Namespace) -> int:
         backends=args.backend, encodings=args.encoding, dtypes=args.dtype, modes=args.mode,
         device=args.device, tier=args.tier, max_examples=args.max_examples, only=args.only,
         expectations=args.expectations, skip=args.skip, compiled_cases=args.compiled_cases,
-        precision=args.precision, include_posenc_code=args.include_posenc_code)
+        precision=args.precision, include_posenc_code=args.include_posenc_code,
+        matmul_precision=args.matmul_precision)
     if not options.backends:
         from posenc.backends import installed_backends
 
         options.backends = installed_backends()
         print(f"backends: {', '.join(options.backends)} (every installed one)", file=sys.stderr)
     if "jax" in options.backends and (not options.dtypes or "float64" in options.dtypes):
-        print("note: JAX 64-bit mode is enabled inside this harness run only, for the float64 "
-              "checks", file=sys.stderr)
+        print("note: JAX 64-bit mode is enabled around the float64 checks only; the others "
+              "run under your JAX settings", file=sys.stderr)
     if options.skip or options.compiled_cases is not None:
         import dataclasses
 
@@ -124,6 +137,8 @@ def main(args: argparse.Namespace) -> int:
     report_options = {k: v for k, v in vars(args).items() if k != "func"}
     results, stopped = job.run(options, args, report_options)
     print(report.matrix(results))
+    for line in report.settings(results):
+        print(f"settings: {line}")
     text = report.failures(results, limit=None if args.verbose else 30)
     if text:
         print("\n" + text)

@@ -81,6 +81,15 @@ class Context:
     # the last call's NumPy inputs and its result (run() only), to diagnose a property failure
     last_inputs: dict[str, np.ndarray] = field(default_factory=dict)
     last_output: np.ndarray | None = None
+    _index_dtype: str | None = None
+
+    @property
+    def index_dtype(self) -> str:
+        """The integer dtype the harness feeds and expects back: the backend's, as held under
+        the settings in force (int32 in JAX without 64-bit mode, as its users run it)."""
+        if self._index_dtype is None:
+            self._index_dtype = self.backend.held_as(self.backend.index_dtype, self.device)
+        return self._index_dtype
 
     # -- inputs -------------------------------------------------------------------------
     @staticmethod
@@ -96,6 +105,12 @@ class Context:
             return self.backend.from_numpy(value.astype(np.float64), self.dtype, self.device)
         if kind == "bool":
             return self.backend.from_numpy(value.astype(bool), "bool", self.device)
+        held = np.iinfo(self.index_dtype) if self.index_dtype.startswith("int") else None
+        if held is not None and value.size and (value.max() > held.max or value.min() < held.min):
+            raise Unsupported(  # posenc's input limit: fed wrapped, they would blame the code
+                f"{name} up to {int(np.abs(value).max())} do not fit {self.index_dtype}, the "
+                f"integer dtype {self.backend.name} holds under these settings (JAX without "
+                "64-bit mode): posenc cannot feed them here")
         return self.backend.from_numpy(value.astype(np.int64), self.backend.index_dtype,
                                        self.device)
 
@@ -134,7 +149,7 @@ class Context:
         self.last_call = (params, messages.inputs(
             {k: inputs[k] for k in present}, {k: self._dtype_of(k) for k in present}))
         self.last_ints = {k: np.asarray(inputs[k]) for k in present
-                          if self._dtype_of(k) == self.backend.index_dtype}
+                          if self._dtype_of(k) == self.index_dtype}
         self.last_shape = None
         self.last_inputs = {k: np.asarray(inputs[k]) for k in present}
         self.last_output = None
@@ -146,7 +161,7 @@ class Context:
 
     def _dtype_of(self, name: str) -> str:
         kind = next(i.kind for i in self.spec.inputs if i.name == name)
-        return {"float": self.dtype, "bool": "bool"}.get(kind, self.backend.index_dtype)
+        return {"float": self.dtype, "bool": "bool"}.get(kind, self.index_dtype)
 
     def run(self, inputs: dict[str, np.ndarray | None], **params: Any) -> np.ndarray:
         """Call the encoding and return its result as float64 NumPy (complex128 for complex
@@ -184,8 +199,8 @@ class Context:
             raise CheckFailure(f"returned {type(out).__name__}, not an array")
         got = array_api.dtype_name(out.dtype)
         if self.spec.output_kind == "int":
-            if got != self.backend.index_dtype:
-                raise CheckFailure(f"returned dtype {got}, expected {self.backend.index_dtype} "
+            if got != self.index_dtype:
+                raise CheckFailure(f"returned dtype {got}, expected {self.index_dtype} "
                                    "(the integer dtype of the inputs)")
             return
         expected = self.complex_dtype if got.startswith("complex") else self.dtype

@@ -50,6 +50,7 @@ class Match:
     unexplained: float = 0.0  # rms(actual - diagnosis) / rms(actual - golden)
     runner_up: tuple[str, float] | None = None  # the next candidate and what it leaves
     where: str = ""  # "" for a golden case, else what the diagnosis was evaluated on
+    whose: str = ""  # why posenc's inputs, not the implementation, explain it ("": they do not)
 
     def record(self) -> dict[str, Any]:
         out = {"name": self.diagnosis.name, "title": self.diagnosis.title,
@@ -60,6 +61,8 @@ class Match:
             out["runner_up"] = {"name": self.runner_up[0], "unexplained": self.runner_up[1]}
         if self.where:
             out["on"] = self.where
+        if self.whose:
+            out["whose"] = self.whose
         return out
 
     def why(self) -> str:
@@ -76,7 +79,9 @@ class Match:
         also = (f" (equally: {', '.join(self.indistinguishable)})"
                 if self.indistinguishable else "")
         on = f" on {self.where}" if self.where else ""
-        return f"likely: {d.title} — output{on} matches {d.describe(self.overrides)} {to}: " \
+        lead = (f"not the implementation's: posenc's inputs explain it ({self.whose}): "
+                if self.whose else "likely: ")
+        return f"{lead}{d.title} — output{on} matches {d.describe(self.overrides)} {to}: " \
                f"{d.explanation}{also}\nwhy it leads: {self.why()}"
 
 
@@ -159,7 +164,8 @@ class Diagnoser:
         return best
 
     def explain_call(self, failure: Any, spec: Spec, call: tuple[dict[str, Any], dict[str, Any]],
-                     actual: np.ndarray, tol: Tolerance) -> None:
+                     actual: np.ndarray, tol: Tolerance,
+                     supplied: dict[str, str] | None = None) -> None:
         """Diagnose a failing property from its last call of the implementation: ``call`` is
         (parameters, NumPy inputs), ``actual`` what the implementation returned. The reference's
         output on those inputs stands in for a golden; nothing is added when the call agrees
@@ -198,19 +204,24 @@ class Diagnoser:
         if match is None:
             return
         match.where = "the property's last call"
+        match.whose = (supplied or {}).get(match.diagnosis.name, "")
         failure.details["diagnosis"] = match.record()
         failure.add_note(match.line())
 
     def explain(self, failure: Any, spec: Spec, case: GoldenCase, actual: np.ndarray,
-                tol: Tolerance, *, scale: float, angle_bound: float = 0.0) -> None:
+                tol: Tolerance, *, scale: float, angle_bound: float = 0.0,
+                supplied: dict[str, str] | None = None) -> None:
         """Record the diagnosis in a CheckFailure's details (None when nothing matches) and add
-        the ``likely:`` line to its message."""
+        the ``likely:`` line to its message. ``supplied``: diagnosis -> why what posenc feeds
+        the implementation (an adapter's inputs) explains it: then the line says so."""
         try:
             match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=angle_bound)
         except Exception as exc:  # naming the bug must never change the verdict
             failure.details["diagnosis"] = None
             failure.add_note(f"(the diagnoses could not be evaluated: {exc!r})")
             return
+        if match:
+            match.whose = (supplied or {}).get(match.diagnosis.name, "")
         failure.details["diagnosis"] = match.record() if match else None
         if match:
             failure.add_note(match.line())

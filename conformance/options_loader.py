@@ -38,10 +38,12 @@ def build_options(*, backends: list[Any] | None = None, encodings: list[str] | N
                   device: str = "cpu", tier: str = "exhaustive", max_examples: int | None = None,
                   only: str | None = None, expectations: str | None = None,
                   skip: list[str] | None = None, compiled_cases: int | None = None,
-                  precision: str | None = None, include_posenc_code: bool = False) -> Options:
+                  precision: str | None = None, include_posenc_code: bool = False,
+                  matmul_precision: str | None = None) -> Options:
     """Options from the values of the command-line flags (None: the flag was not given).
     ``only``: "cases", "properties" or "gradients" (None: all three); ``expectations``: the
-    path of a YAML file; ``max_examples`` defaults by ``tier``."""
+    path of a YAML file; ``max_examples`` defaults by ``tier``; ``matmul_precision``: the
+    framework setting checks run under (None: as the caller has it)."""
     if max_examples is None:
         max_examples = STANDARD_MAX_EXAMPLES if tier == "standard" else EXHAUSTIVE_MAX_EXAMPLES
     return Options(
@@ -52,4 +54,5 @@ def build_options(*, backends: list[Any] | None = None, encodings: list[str] | N
         gradients=only in (None, "gradients"),
         expectations=load_expectations(expectations), skip=list(skip or []),
         compiled_cases=compiled_cases, precision=precision or "exact",
-        include_posenc_code=include_posenc_code)
+        include_posenc_code=include_posenc_code,
+        settings={"matmul_precision": matmul_precision} if matmul_precision else {})

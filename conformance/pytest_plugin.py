@@ -29,6 +29,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "else exact)")
     group.addoption("--posenc-include-posenc-code", action="store_true",
                     help="check posenc's own code for encodings an override backend lacks")
+    from posenc.backends.backend import SETTINGS
+
+    group.addoption("--posenc-matmul-precision", default=None,
+                    choices=SETTINGS["matmul_precision"],
+                    help="float32 matmul precision the code under test runs at (default: as "
+                         "the caller has it; as `posenc conformance --matmul-precision`)")
     parser.addini("posenc_precision", "precision profile: exact, conventional or reduced",
                   default="exact")
     group.addoption("--posenc-shard", default=None, metavar="K/N",
@@ -58,7 +64,8 @@ def _options(config: pytest.Config) -> Any:
         dtypes=get("posenc_dtype"), modes=get("posenc_mode"), device=get("posenc_device"),
         max_examples=get("posenc_max_examples"), expectations=get("posenc_expectations"),
         precision=get("posenc_precision") or config.getini("posenc_precision"),
-        include_posenc_code=get("posenc_include_posenc_code"))
+        include_posenc_code=get("posenc_include_posenc_code"),
+        matmul_precision=get("posenc_matmul_precision"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

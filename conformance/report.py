@@ -76,6 +76,11 @@ def matrix(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def settings(results: list[Result]) -> list[str]:
+    """The framework settings the checks ran under, one line each (Backend.settings)."""
+    return sorted({r.details["settings"] for r in results if r.details.get("settings")})
+
+
 def failures(results: list[Result], limit: int | None = None) -> str:
     failed = [r for r in results if r.failed]
     lines = []

@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 
 from posenc.backends import get_backend, installed_backends
-from posenc.backends.backend import FLOAT_DTYPES, Backend
+from posenc.backends.backend import FLOAT_DTYPES, SETTINGS, Backend
 from posenc.backends.pairing import conversion_of
 from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 from posenc.golden import GoldenCase
 
-from . import comparisons, grading, messages, scope, selection, tiers, tolerances
+from . import comparisons, grading, messages, scope, selection, tiers, tolerances, whose
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
@@ -54,6 +54,9 @@ class Options:
     tier: str = "exhaustive"
     # check posenc's own code for the encodings an override backend does not provide
     include_posenc_code: bool = False
+    # framework settings the checks run under, where the user asks (backend.SETTINGS:
+    # {"matmul_precision": "highest"}); unnamed ones stay as the caller has them
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,14 @@ class Result:
         return self.status in FAILING
 
 
+def check_settings(settings: dict[str, str]) -> None:
+    """Raise ParameterError for a framework setting posenc does not know (backend.SETTINGS)."""
+    for key, value in settings.items():
+        if value not in SETTINGS.get(key, ()):
+            raise ParameterError(f"Options.settings[{key!r}]={value!r}: known settings: "
+                                 + "; ".join(f"{k}: {', '.join(v)}" for k, v in SETTINGS.items()))
+
+
 class Runner:
     """Plans and executes checks, holding backend sessions, goldens and compiled functions."""
 
@@ -96,6 +107,7 @@ class Runner:
         if options.precision not in PROFILES:
             raise ParameterError(f"Options.precision={options.precision!r}: not a precision "
                                  f"profile (known: {', '.join(PROFILES)})")
+        check_settings(options.settings)
         resolved = [get_backend(b) for b in options.backends or installed_backends()]
         for backend in resolved:  # a named peer adapter whose peer is missing: say so once
             if hasattr(backend, "missing") and backend.missing() is not None:
@@ -186,13 +198,30 @@ class Runner:
                        max_examples=self.options.max_examples,
                        _compiled=self._compiled.setdefault(key, {}))
 
+    def _settings(self, check: Check, backend: Backend) -> contextlib.AbstractContextManager[Any]:
+        """The framework settings a check runs under (backend.settings), for a check that
+        runs at all on an installed framework."""
+        if check.kind == "capability" or check.dtype not in backend.dtypes:
+            return contextlib.nullcontext()
+        try:
+            backend.namespace()
+        except PosencError:  # the check reports it
+            return contextlib.nullcontext()
+        spec = self.specs[check.encoding]
+        own = scope.runs_posenc_code(backend, scope.provided_by(backend, spec, check.kind,
+                                                                check.property_index))
+        return backend.settings(check.dtype, own, self.options.settings)
+
     def execute(self, check: Check) -> Result:
         start = time.perf_counter()
-        result = grading.graded(
-            lambda profile: self._execute(check, profile), self.options.precision, check.kind,
-            lambda a, b: self._tolerance(check, a) != self._tolerance(check, b))
-        result.seconds = time.perf_counter() - start
         backend = self.backends[check.backend]
+        with self._settings(check, backend) as in_force:
+            result = grading.graded(
+                lambda profile: self._execute(check, profile), self.options.precision,
+                check.kind, lambda a, b: self._tolerance(check, a) != self._tolerance(check, b))
+        if in_force and result.status != "unsupported":
+            result.details["settings"] = in_force
+        result.seconds = time.perf_counter() - start
         for pattern, reason in {**backend.expectations, **self.options.expectations}.items():
             if selection.selects(pattern, check, self.specs):
                 if result.details.get("blame") == "golden":  # no backend verdict to expect
@@ -218,6 +247,7 @@ class Runner:
                 backend, spec, spec.properties[check.property_index].name)):
             return Result(check, "unsupported", why)
         ctx: Context | None = None
+        raised: BaseException | None = None
         if pairing := conversion_of(backend, spec.function):
             pairing.take_log()  # what this check's calls convert, recorded with its result
         try:
@@ -242,9 +272,11 @@ class Runner:
         except Unsupported as exc:
             result = Result(check, "unsupported", str(exc))
         except GoldenCaseError as exc:  # blames the golden, not the backend
-            result = Result(check, "error", str(exc), exc.details)
+            result = whose.record(Result(check, "error", str(exc), exc.details), whose.GOLDEN,
+                                  "the golden case fails posenc's own verification")
         except UpstreamFailure as exc:
-            result = Result(check, "xfail", str(exc))
+            result = whose.record(Result(check, "xfail", str(exc)), whose.FRAMEWORK,
+                                  "its control, with no code under test, fails here")
         except NotImplementedError as exc:  # posenc.Unsupported too: out of the adapter's scope
             reason = str(exc) or type(exc).__name__
             result = Result(check, "unsupported", f"{reason} (raised at {messages.last_frame(exc)})")
@@ -252,15 +284,18 @@ class Runner:
             if check.kind == "property" and ctx is not None and ctx.last_output is not None \
                     and ctx.last_call is not None:  # which declared bug its last call shows
                 self._diagnoser.explain_call(exc, ctx.spec, (ctx.last_call[0], ctx.last_inputs),
-                                             ctx.last_output, ctx.tol)
+                                             ctx.last_output, ctx.tol,
+                                             scope.posenc_explains(backend, spec.function))
                 if "diagnosis" not in exc.details:
                     self._explain_call_in_own_pairing(exc, ctx)
             result = messages.failure(Result(check, "fail", _with_notes(exc), dict(exc.details)),
                                       ctx)
         except PosencError as exc:
+            raised = exc
             result = messages.failure(
                 Result(check, "error", f"{type(exc).__name__}: {_with_notes(exc)}"), ctx, exc)
         except Exception as exc:  # a backend bug must not stop the run
+            raised = exc
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             result = messages.failure(Result(check, "error", text), ctx, exc)
         result.provided_by = who
@@ -268,6 +303,12 @@ class Runner:
             result.details["pairing"] = converted
         if supplied := scope.posenc_supplies(backend, spec.function):
             result.details.setdefault("posenc_supplies", supplied)
+        if result.failed and "whose" not in result.details:
+            whose.record(result, *(
+                (whose.IMPLEMENTATION, "posenc's own code is the implementation here")
+                if scope.runs_posenc_code(backend, who)
+                else whose.of_error(raised) if raised is not None
+                else whose.of_failure(result.details)))
         return result
 
     def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:
@@ -289,7 +330,8 @@ class Runner:
         except CheckFailure as exc:  # which declared bug (diagnoses:) the output matches
             exc.details.update(how)
             self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
-                                    angle_bound=case.angle_bound)
+                                    angle_bound=case.angle_bound,
+                                    supplied=scope.posenc_explains(ctx.backend, ctx.spec.function))
             if not exc.details.get("diagnosis"):
                 self._explain_in_own_pairing(exc, ctx, case, actual, scale)
             raise
@@ -307,7 +349,8 @@ class Runner:
         seen = GoldenCase(f"{case.name} [{pairing.layout}]", params, inputs,
                           to_own(case.output), case.angle_bound)
         self._diagnoser.explain(exc, ctx.spec, seen, to_own(actual), ctx.tol, scale=scale,
-                                angle_bound=case.angle_bound)
+                                angle_bound=case.angle_bound,
+                                supplied=scope.posenc_explains(ctx.backend, ctx.spec.function))
         if exc.details.get("diagnosis"):
             exc.details["diagnosis"]["pairing"] = pairing.layout
             exc.add_note(f"(named on the case as the implementation ran it: {pairing.own_view})")
@@ -323,7 +366,7 @@ class Runner:
             return
         params, inputs, to_own = own
         self._diagnoser.explain_call(exc, ctx.spec, (params, inputs), to_own(ctx.last_output),
-                                     ctx.tol)
+                                     ctx.tol, scope.posenc_explains(ctx.backend, ctx.spec.function))
         if exc.details.get("diagnosis"):
             exc.details["diagnosis"]["pairing"] = pairing.layout
             exc.add_note(f"(named on the call as the implementation ran it: {pairing.own_view})")

@@ -34,6 +34,12 @@ def provided_by(backend: Backend, spec: Any, kind: str, property_index: int = -1
     return "backend" if factory in backend.overrides else "posenc"
 
 
+def runs_posenc_code(backend: Backend, who: str) -> bool:
+    """Whether a check runs posenc's own code: a backend without overrides (posenc's), one
+    whose overrides are posenc's too (``own_code``), or a check ``provided_by`` posenc."""
+    return not backend.overrides or backend.own_code or who == "posenc"
+
+
 def not_provided_reason(backend: Backend) -> str:
     return (f"not provided by {backend.name}; posenc's own code would be checked "
             "(--include-posenc-code checks it, labelled provided_by: posenc)")
@@ -57,3 +63,11 @@ def posenc_supplies(backend: Backend, function: str) -> str | None:
     sin)``), recorded with its results; None for a self-contained implementation."""
     override = backend.overrides.get(function)
     return getattr(override, "posenc_supplies", None) if override is not None else None
+
+
+def posenc_explains(backend: Backend, function: str) -> dict[str, str]:
+    """Declared diagnoses that what posenc feeds an adapter's override would explain (cos/sin
+    it supplies in q's dtype), each with the reason: such a match is posenc's, not the
+    implementation's."""
+    override = backend.overrides.get(function)
+    return dict(getattr(override, "posenc_explains", None) or {}) if override is not None else {}

@@ -1,16 +1,18 @@
 """JAX backend: ``from posenc.backends import jax as pe`` (``pip install 'posenc[jax]'``).
 
 posenc never enables JAX's 64-bit mode for you: without it, float64 requests give float32
-as JAX always does. The conformance harness enables it inside its own run only (scoped with
-``jax.enable_x64``), so float64 goldens can be checked. Likewise on GPUs, where JAX's default
-float32 matmul is TF32, the harness pins ``jax.default_matmul_precision("highest")`` for its
-own run; your own calls keep whatever precision you set.
+as JAX always does. The conformance harness enables it around float64 checks only (scoped
+with ``jax.enable_x64``), so float64 goldens can be checked; float32, bfloat16 and float16
+checks run under the caller's settings, as the code's users run it. On GPUs, where JAX's
+default float32 matmul is TF32, the harness pins ``jax.default_matmul_precision("highest")``
+around checks of posenc's own code only; someone else's code runs at the caller's precision
+unless the run asks for one (``Options.settings``, ``--matmul-precision``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -77,11 +79,30 @@ def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _session() -> Iterator[None]:
     import jax
 
-    # On GPUs JAX multiplies float32 matrices in TF32 by default (10-bit mantissas: ~1e-3
-    # errors in attention scores and matrix powers); the harness checks the float32 result,
-    # so it asks for full precision, for its own run only, as it does with 64-bit mode.
-    with jax.enable_x64(True), jax.default_matmul_precision("highest"), _compilation_cache(jax):
+    with _compilation_cache(jax):
         yield
+
+
+@contextlib.contextmanager
+def _settings(dtype: str, own: bool, asked: Mapping[str, str]) -> Iterator[str]:
+    """64-bit mode for float64 checks only (JAX has no float64 without it); other checks run
+    at the caller's setting. On GPUs JAX multiplies float32 matrices in TF32 by default
+    (~1e-3 errors in attention scores and matrix powers): posenc's own code is checked at
+    "highest", someone else's at the caller's precision unless ``asked`` names one."""
+    import jax
+
+    precision = asked.get("matmul_precision") or ("highest" if own else None)
+    with contextlib.ExitStack() as stack:
+        if dtype == "float64":
+            stack.enter_context(jax.enable_x64(True))
+        if precision is not None:
+            stack.enter_context(jax.default_matmul_precision(precision))
+        x64 = "on" if jax.config.jax_enable_x64 else "off"
+        x64 += " (float64 needs it)" if dtype == "float64" else " (the caller's)"
+        why = ("asked" if "matmul_precision" in asked else "posenc's own code") \
+            if precision is not None else "the caller's"
+        yield (f"jax, {dtype} checks: 64-bit mode {x64}, matmul precision "
+               f"{jax.config.jax_default_matmul_precision or 'default'} ({why})")
 
 
 @contextlib.contextmanager
@@ -144,7 +165,8 @@ def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: A
 BACKEND = Backend(
     name="jax", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices, device_object=_device,
-    compile=_compile, session=_session, vjp=_vjp, requires="jax", extra="jax")
+    compile=_compile, session=_session, settings=_settings, vjp=_vjp, requires="jax",
+    extra="jax")
 
 
 def _nnx() -> Any:

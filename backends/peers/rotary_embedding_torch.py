@@ -6,7 +6,9 @@ calls it, KV-cache decoding included); other positions go through ``forward(posi
 ``apply_rotary_emb``, one batch row at a time. The half layout runs as the interleaved one on
 permuted features (pairs (i, i + r/2) moved next to each other and back: exact, as a port of
 a half-layout checkpoint onto it does). It computes its frequencies in float32, so
-float64 is out of scope; linear interpolation is the only scaling it has.
+float64 is out of scope; linear interpolation is the only scaling it has. A 2-wide rotary is
+scoped out where its constructor divides by zero (its own crash, in docs/known-issues.md),
+so its row shows its other verdicts.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ def rope(x: Any, positions: Any = None, *, base: float = 10000.0, layout: str = 
         out = rope(x[..., order], positions, base=base, layout="interleaved", rotary_dim=r,
                    scaling=scaling)
         return out[..., torch.argsort(order)]
-    rotary = RotaryEmbedding(dim=r, theta=base, interpolate_factor=factor).to(x.device)
+    try:
+        rotary = RotaryEmbedding(dim=r, theta=base, interpolate_factor=factor).to(x.device)
+    except ZeroDivisionError:  # its own crash, reported upstream: scoped so its row shows the rest
+        require(r != 2, "rotary-embedding-torch's RotaryEmbedding(dim=2) divides by zero "
+                "(theta_rescale_factor ** (dim / (dim - 2)); docs/known-issues.md)")
+        raise
     pos = None if positions is None else positions.cpu().numpy()
     with torch.no_grad():
         if pos is None or (pos.ndim == 1 and pos.size and np.all(np.diff(pos) == 1)):

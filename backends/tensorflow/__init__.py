@@ -6,7 +6,7 @@ Import torch before TensorFlow when a process uses both (the other order has cra
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -80,6 +80,23 @@ def _session() -> Iterator[None]:
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _settings(dtype: str, own: bool, asked: Mapping[str, str]) -> Iterator[str]:
+    """TensorFlow's TF32 execution (on by default: float32 matmuls on Ampere+ GPUs in TF32) as
+    the caller has it, unless the run asks: "highest" turns it off, "high" on."""
+    tf = _tf()
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    if "matmul_precision" in asked:
+        tf.config.experimental.enable_tensor_float_32_execution(
+            asked["matmul_precision"] != "highest")
+    on = "on" if tf.config.experimental.tensor_float_32_execution_enabled() else "off"
+    why = "asked" if "matmul_precision" in asked else "the caller's"
+    try:
+        yield f"tensorflow: TF32 execution {on} ({why})"
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
 def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:
     import tensorflow as tf
 
@@ -101,7 +118,7 @@ def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: A
 BACKEND = Backend(
     name="tensorflow", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices, device_object=_device,
-    compile=_compile, session=_session, vjp=_vjp,
+    compile=_compile, session=_session, settings=_settings, vjp=_vjp,
     requires="tensorflow", extra="tensorflow")
 
 # pe.<Layer>: Keras layers (Keras is imported on first use)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -92,6 +92,20 @@ def _inductor_cache() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _settings(dtype: str, own: bool, asked: Mapping[str, str]) -> Iterator[str]:
+    """PyTorch's float32 matmul precision as the caller has it, unless the run asks for one."""
+    torch = _torch()
+    before = torch.get_float32_matmul_precision()
+    if "matmul_precision" in asked:
+        torch.set_float32_matmul_precision(asked["matmul_precision"])
+    why = "asked" if "matmul_precision" in asked else "the caller's"
+    try:
+        yield f"torch: float32 matmul precision {torch.get_float32_matmul_precision()} ({why})"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
 def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: Any) -> list[Any]:
     torch = _torch()
     leaves = [a.detach().clone().requires_grad_(True) if i in wrt else a
@@ -114,7 +128,8 @@ def _vjp(fn: Callable[..., Any], arrays: list[Any], wrt: list[int], cotangent: A
 BACKEND = Backend(
     name="torch", load=_load, to_numpy=_to_numpy, from_numpy=_from_numpy,
     dtypes=("float64", "float32", "bfloat16", "float16"), devices=_devices,
-    device_object=_torch_device, compile=_compile, session=_session, vjp=_vjp,
+    device_object=_torch_device, compile=_compile, session=_session, settings=_settings,
+    vjp=_vjp,
     requires="torch", extra="torch")
 
 

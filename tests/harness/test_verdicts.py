@@ -300,7 +300,7 @@ def test_selectors_reach_any_depth_and_sets_of_values() -> None:
 
 # -- posenc check's dtypes: float64 only where the function computes in float64 -------------
 def test_posenc_check_probes_the_dtypes_a_function_computes_in() -> None:
-    from posenc.conformance.check_cli import probe_dtypes
+    from posenc.conformance.dtype_probe import probe_dtypes
 
     def float32_angles(x: Any, position_ids: Any, theta: float = 10000.0) -> Any:
         d = x.shape[-1]

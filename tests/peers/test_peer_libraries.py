@@ -73,9 +73,10 @@ def test_x_transformers_rope_and_xpos_against_float64() -> None:
     np.testing.assert_allclose(got / np.repeat(factor, 2, axis=-1), want, rtol=0, atol=2e-4)
 
 
-def _width_two_divides_by_zero(peer: str, make: Any) -> None:
+def _width_two_divides_by_zero(peer: str, make: Any, scoped: bool = False) -> None:
     """A rotary width of 2 is a plain rotation by n·1 (θ_0 = 1): posenc's float64 rope gives it,
-    ``make()`` (the library's 2-wide module) raises, and the peer's run reports the error."""
+    ``make()`` (the library's 2-wide module) raises, and the peer's run reports the error, or
+    (``scoped``: its adapter scopes its own known crash) unsupported with the reason."""
     import posenc
 
     x = RNG.standard_normal((3, 2))
@@ -84,6 +85,11 @@ def _width_two_divides_by_zero(peer: str, make: Any) -> None:
     with pytest.raises(ZeroDivisionError):
         make()
     result = _results(peer, "rope", "float32", {"case:two_dims"})
+    if scoped:
+        assert result["case:two_dims"].status == "unsupported"
+        assert "RotaryEmbedding(dim=2) divides by zero" in result["case:two_dims"].message
+        assert "docs/known-issues.md" in result["case:two_dims"].message
+        return
     assert result["case:two_dims"].status == "error"  # reported, not scoped out
     assert "ZeroDivisionError" in result["case:two_dims"].message
 
@@ -104,7 +110,8 @@ def test_rotary_embedding_torch_width_two_divides_by_zero() -> None:
     pytest.importorskip("rotary_embedding_torch")
     from rotary_embedding_torch import RotaryEmbedding
 
-    _width_two_divides_by_zero("peer:rotary-embedding-torch", lambda: RotaryEmbedding(dim=2))
+    _width_two_divides_by_zero("peer:rotary-embedding-torch", lambda: RotaryEmbedding(dim=2),
+                               scoped=True)
 
 
 def test_rotary_embedding_torch_negative_offsets_are_out_of_its_domain() -> None:
