@@ -185,6 +185,9 @@ def test_posenc_check_fails_a_cache_clamped_at_131072_rows_and_passes_its_contro
         judged = [r["details"]["elements"] for r in data["results"]
                   if "elements" in r["details"]]
         assert judged and all(e["worst_fraction"] < 0.6 for e in judged), judged
+        # the text names what was judged and the worst error against its own bound
+        assert "PASS llama31_rope/cpu/float32/eager/rope/case:near_2_17 (grade: conventional, " \
+               "not exact); judged 11518 of 12288 elements on their own bounds, the worst at" in out
         return
     assert near["status"] == "fail" and near["diagnosis"]["name"] == "cache_clamped", near
     assert "past a cache of 131072 rows" in out and "(position 10486" in out, out
