@@ -26,7 +26,7 @@ the model everywhere. Otherwise, errors within, the case is *not judgeable*.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -167,3 +167,14 @@ def for_call(spec: Spec, params: dict[str, Any], inputs: dict[str, Any], expecte
 def for_case(spec: Spec, case: Any, tol: Tolerance) -> ElementBound | None:
     """:func:`for_call` on a golden case."""
     return for_call(spec, case.params, case.inputs, case.output, tol)
+
+
+def for_outputs(spec: Spec, params: dict[str, Any], inputs: dict[str, Any],
+                expected: np.ndarray, tol: Tolerance, sides: int = 2) -> ElementBound | None:
+    """:func:`for_call` for a property that compares two float32 results of the implementation
+    (``expected`` one of them): each of the ``sides`` rotations admits the model's error, so
+    their angle terms add up."""
+    bound = for_call(spec, params, inputs, expected, tol)
+    if bound is None:
+        return None
+    return replace(bound, angle=bound.angle * sides, resolution=bound.resolution * sides)

@@ -217,3 +217,23 @@ def test_a_case_is_judged_on_half_its_elements_and_one_position() -> None:
     beyond = compare(expected + np.array([0, 0, 0, 0.7]), expected, tol, scale=1.0,
                      bound=_bound(slack, np.ones(4)))
     assert not beyond.ok and "index (3,)" in beyond.message
+
+
+@pytest.mark.parametrize("model", ["pow", "ladder"])
+def test_honest_float32_ropes_pass_the_properties_element_by_element(model: str) -> None:
+    report = check(in_torch(float32_rope(model)), "rope", framework="torch", dtypes=["float32"],
+                   precision="conventional", cases=False, gradients=False, max_examples=6)
+    bad = [f"{r.check.name}: {r.status}: {r.message[:300]}" for r in report.results
+           if r.status in ("fail", "error")]
+    assert not bad and report.passed, "\n".join(bad)
+
+
+def test_a_cache_clamped_at_2048_rows_fails_the_properties_named() -> None:
+    report = check(in_torch(float32_rope("pow", ("clamp", 2048))), "rope", framework="torch",
+                   dtypes=["float32"], precision="conventional", cases=False, gradients=False,
+                   max_examples=6)
+    named = {r.check.name: (r.details.get("diagnosis") or {}).get("name")
+             for r in report.results if r.status == "fail"}
+    assert named.get("rope_composition") == "cache_clamped", named
+    assert "past a cache of 2048 rows" in next(
+        r.message for r in report.results if r.check.name == "rope_composition")
