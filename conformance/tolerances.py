@@ -63,8 +63,9 @@ YaRN's ramp. An element is judged where that term stays below ``JUDGEABLE`` of |
 element is held to its bound, and the case is judgeable when at least ``MIN_JUDGED`` (half) of
 its elements are judged and the model resolves one position at its farthest row
 (``2 (min K_i + 1) u32 max|m| < 1``). Rope's properties that compare two of the
-implementation's results use the same bound, its angle terms once per side. :attr:`Comparison.elements` records what was judged and
-the worst error as a fraction of its own bound, with its position and feature.
+implementation's results use the same bound, its angle terms once per side.
+:attr:`Comparison.elements` records what was judged and the worst error as a fraction of its
+own bound, with its position and feature.
 
 Every tolerance is at least the result dtype's half-ulp plus the rounding of the inputs
 (``tests/harness/test_tolerance_floor.py`` holds each spec to it).
