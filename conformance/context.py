@@ -210,11 +210,14 @@ class Context:
     # -- assertions ---------------------------------------------------------------------------
     def assert_close(self, actual: np.ndarray, expected: np.ndarray, what: str, *,
                      scale: float | None = None, angle_bound: float = 0.0,
-                     tol: Tolerance | None = None) -> Comparison:
+                     tol: Tolerance | None = None, bound: Any = None) -> Comparison:
+        """``bound``: a per-element bound (:mod:`.rotary_bound`) in place of the case-wide
+        angle term."""
         tol = tol or self.tol
         if scale is None:
             scale = float(np.max(np.abs(expected), initial=0.0)) or 1.0
-        result = compare(actual, expected, tol, scale=scale, angle_bound=angle_bound)
+        result = compare(actual, expected, tol, scale=scale, angle_bound=angle_bound,
+                         bound=bound)
         if not result.ok:
             raise CheckFailure(f"{what}: {result.message}", result.details())
         if not result.judgeable:  # within a tolerance that tells nothing apart: no pass

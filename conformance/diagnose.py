@@ -31,11 +31,13 @@ from typing import Any
 import numpy as np
 
 from posenc import catalog
-from posenc.diagnoses import Diagnosis, evaluate
+from posenc.diagnoses import Diagnosis, evaluate, fitted
 from posenc.golden import GoldenCase, output_array
 from posenc.specs import Spec, resolve_params
 
+from . import rotary_bound
 from .tolerances import Tolerance, compare
+from .tolerances import compare as _compare
 
 CLOSER = 100.0
 
@@ -51,10 +53,11 @@ class Match:
     runner_up: tuple[str, float] | None = None  # the next candidate and what it leaves
     where: str = ""  # "" for a golden case, else what the diagnosis was evaluated on
     whose: str = ""  # why posenc's inputs, not the implementation, explain it ("": they do not)
+    fitted: dict[str, Any] = field(default_factory=dict)  # what a fitted transform read
 
     def record(self) -> dict[str, Any]:
         out = {"name": self.diagnosis.name, "title": self.diagnosis.title,
-               "explanation": self.diagnosis.explanation,
+               "explanation": self.diagnosis.explained(self.fitted),
                "max_abs": self.max_abs, "also": list(self.indistinguishable),
                "unexplained": self.unexplained}
         if self.runner_up is not None:
@@ -63,6 +66,8 @@ class Match:
             out["on"] = self.where
         if self.whose:
             out["whose"] = self.whose
+        if self.fitted:
+            out["fitted"] = dict(self.fitted)
         return out
 
     def why(self) -> str:
@@ -81,8 +86,9 @@ class Match:
         on = f" on {self.where}" if self.where else ""
         lead = (f"not the implementation's: posenc's inputs explain it ({self.whose}): "
                 if self.whose else "likely: ")
-        return f"{lead}{d.title} — output{on} matches {d.describe(self.overrides)} {to}: " \
-               f"{d.explanation}{also}\nwhy it leads: {self.why()}"
+        return f"{lead}{d.title} — output{on} matches " \
+               f"{d.describe(self.overrides, self.fitted)} {to}: " \
+               f"{d.explained(self.fitted)}{also}\nwhy it leads: {self.why()}"
 
 
 def _percent(fraction: float) -> str:
@@ -109,30 +115,49 @@ class Diagnoser:
 
     def output(self, spec: Spec, case: GoldenCase, diagnosis: Diagnosis) -> np.ndarray | None:
         """The reference's output under ``diagnosis`` (None where it cannot be evaluated: the
-        changed parameters are invalid for this case, or the output has another shape)."""
-        key = (spec.id, case.name, diagnosis.name)
+        changed parameters are invalid for this case, or the output has another shape); a
+        fitted transform (a cache of N rows...) planted at its own choice for the case."""
+        return self.fitted_output(spec, case, diagnosis)[0]
+
+    def fitted_output(self, spec: Spec, case: GoldenCase, diagnosis: Diagnosis,
+                      actual: np.ndarray | None = None
+                      ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """:meth:`output`, with a fitted transform fitted to ``actual`` (planted when None),
+        and what was fitted (None output: nothing to fit)."""
+        params = resolve_params(spec, case.params)
+        try:
+            fit = fitted(diagnosis, case.inputs, params, actual)
+        except Exception:
+            fit = None
+        if fit is None:
+            return None, {}
+        key = (spec.id, case.name, diagnosis.name, repr(sorted(fit.items())))
         if key not in self._outputs:
-            params = resolve_params(spec, case.params)
             try:
                 out = output_array(evaluate(diagnosis, catalog.reference_function(spec),
-                                            case.inputs, params))
+                                            case.inputs, params, fit))
             except Exception:
                 out = None
             self._outputs[key] = out if out is not None and out.shape == case.output.shape \
                 else None
-        return self._outputs[key]
+        return self._outputs[key], fit
 
     def diagnose(self, spec: Spec, case: GoldenCase, actual: np.ndarray, tol: Tolerance, *,
-                 scale: float, angle_bound: float = 0.0) -> Match | None:
-        """The declared diagnosis the output matches best, or None."""
+                 scale: float, angle_bound: float = 0.0, bound: Any = None) -> Match | None:
+        """The declared diagnosis the output matches best, or None. ``bound``: the case's
+        per-element bound (:mod:`.rotary_bound`), used by every comparison."""
         if actual.shape != case.output.shape or not spec.diagnoses:
             return None
         exact = spec.output_kind == "int"
+
+        def compare(a: np.ndarray, b: np.ndarray, tol: Tolerance, **kw: Any) -> Any:
+            return _compare(a, b, tol, bound=bound, **kw)
+
         to_golden = None if exact else compare(actual, case.output, tol, scale=scale,
                                                angle_bound=angle_bound).max_abs
         matches: list[tuple[Match, np.ndarray]] = []
         for diagnosis in spec.diagnoses:
-            out = self.output(spec, case, diagnosis)
+            out, fit = self.fitted_output(spec, case, diagnosis, actual)
             if out is None:
                 continue
             if exact:
@@ -146,8 +171,8 @@ class Diagnoser:
                       and result.max_abs * CLOSER <= to_golden)
             if result.ok or closer:
                 matches.append((Match(diagnosis, result.max_abs, result.ok, diagnosis.params,
-                                      unexplained=_unexplained(actual, out, case.output)),
-                                out))
+                                      unexplained=_unexplained(actual, out, case.output),
+                                      fitted=fit), out))
         if not matches:
             return None
         order = {d.name: i for i, d in enumerate(spec.diagnoses)}
@@ -190,7 +215,8 @@ class Diagnoser:
                   if d.kind == "float" and (v := inputs.get(d.name)) is not None]
         scale = max([float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)), *floats])
         scale = scale or 1.0
-        if compare(actual, expected, tol, scale=scale, angle_bound=bound).ok:
+        elements = rotary_bound.for_call(spec, params, inputs, expected, tol)
+        if compare(actual, expected, tol, scale=scale, angle_bound=bound, bound=elements).ok:
             return
         digest = hashlib.sha256(repr(sorted(params.items())).encode())
         for value in inputs.values():
@@ -198,7 +224,8 @@ class Diagnoser:
         case = GoldenCase(f"property call {digest.hexdigest()[:16]}", dict(params), inputs,
                           expected, bound)
         try:
-            match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=bound)
+            match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=bound,
+                                  bound=elements)
         except Exception:  # naming the bug must never change the verdict
             return
         if match is None:
@@ -210,12 +237,13 @@ class Diagnoser:
 
     def explain(self, failure: Any, spec: Spec, case: GoldenCase, actual: np.ndarray,
                 tol: Tolerance, *, scale: float, angle_bound: float = 0.0,
-                supplied: dict[str, str] | None = None) -> None:
+                supplied: dict[str, str] | None = None, bound: Any = None) -> None:
         """Record the diagnosis in a CheckFailure's details (None when nothing matches) and add
         the ``likely:`` line to its message. ``supplied``: diagnosis -> why what posenc feeds
         the implementation (an adapter's inputs) explains it: then the line says so."""
         try:
-            match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=angle_bound)
+            match = self.diagnose(spec, case, actual, tol, scale=scale, angle_bound=angle_bound,
+                                  bound=bound)
         except Exception as exc:  # naming the bug must never change the verdict
             failure.details["diagnosis"] = None
             failure.add_note(f"(the diagnoses could not be evaluated: {exc!r})")

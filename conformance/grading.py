@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .tolerances import PROFILES
+from .tolerances import PROFILES, element_summary
 
 GRADED_KINDS = ("case", "property")  # gradient checks have tolerances of their own
 UNJUDGEABLE = "unjudgeable"  # the status of a check its profile cannot judge
@@ -68,7 +68,8 @@ def graded(run: Callable[[str], Any], chosen: str, kind: str,
                            f"reaches a tenth of the data's magnitude)")
     result.grade = grade
     if grade not in (None, PROFILES[0]) and result.status == "pass":
-        result.message = f"passes the {grade} profile, not exact"
+        result.message = (f"passes the {grade} profile, not exact"
+                          f"{element_summary(result.details.get('elements'))}")
         missed = PROFILES[PROFILES.index(grade) - 1]  # why it misses the next profile up
         result.details.setdefault("tighter", {
             "profile": missed, "message": results[missed].message.split("\n")[0],

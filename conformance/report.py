@@ -15,6 +15,7 @@ from typing import Any
 
 from .grading import UNJUDGEABLE
 from .runner import Result
+from .tolerances import element_summary
 
 SKIPPED = ("unsupported", "xfail")
 LIFTED = ("params", "inputs")  # result details that are keys of a JSON result entry
@@ -105,7 +106,8 @@ def failures(results: list[Result], limit: int | None = None) -> str:
 def grades(results: list[Result], limit: int | None = None) -> list[str]:
     """A line per passing check that meets only a looser precision profile than exact."""
     looser = [r for r in results if r.status in ("pass", "xpass") and r.grade not in (None, "exact")]
-    lines = [f"PASS {r.check.id} (grade: {r.grade}, not exact)" for r in looser[:limit]]
+    lines = [f"PASS {r.check.id} (grade: {r.grade}, not exact)"
+             f"{element_summary(r.details.get('elements'))}" for r in looser[:limit]]
     if limit is not None and len(looser) > limit:
         lines.append(f"... and {len(looser) - limit} more passing a looser profile only")
     return lines

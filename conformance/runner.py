@@ -18,7 +18,7 @@ from posenc.catalog import specs
 from posenc.errors import ParameterError, PosencError, SpecError
 from posenc.golden import GoldenCase
 
-from . import comparisons, grading, messages, scope, selection, tiers, tolerances, whose
+from . import comparisons, grading, messages, rotary_bound, scope, selection, tiers, tolerances, whose
 from .case_scale import case_scale
 from .context import CheckFailure, Context, Unsupported, UpstreamFailure
 from .diagnose import Diagnoser
@@ -320,17 +320,20 @@ class Runner:
             raise CheckFailure(f"shape {actual.shape}, expected {case.output.shape}")
         scale = case_scale(ctx.spec, case)  # the output's magnitude and sensitivity
         compared, expected, how = comparisons.prepare(ctx.backend, ctx.spec, actual, case.output)
+        bound = rotary_bound.for_case(ctx.spec, case, ctx.tol)  # None: the case-wide tolerance
         try:
             if ctx.spec.output_kind == "int":
                 ctx.assert_equal(actual, case.output, f"case {name!r}")
             else:
-                ctx.assert_close(compared, expected, f"case {name!r}" + (
+                seen = ctx.assert_close(compared, expected, f"case {name!r}" + (
                     f" ({how['comparison']})" if how else ""), scale=scale,
-                                 angle_bound=case.angle_bound)
+                                        angle_bound=case.angle_bound, bound=bound)
+                if seen.elements is not None:  # what the per-element bound judged
+                    how = {**how, "elements": seen.elements}
         except CheckFailure as exc:  # which declared bug (diagnoses:) the output matches
             exc.details.update(how)
             self._diagnoser.explain(exc, ctx.spec, case, actual, ctx.tol, scale=scale,
-                                    angle_bound=case.angle_bound,
+                                    angle_bound=case.angle_bound, bound=bound,
                                     supplied=scope.posenc_explains(ctx.backend, ctx.spec.function))
             if not exc.details.get("diagnosis"):
                 self._explain_in_own_pairing(exc, ctx, case, actual, scale)
@@ -350,6 +353,7 @@ class Runner:
                           to_own(case.output), case.angle_bound)
         self._diagnoser.explain(exc, ctx.spec, seen, to_own(actual), ctx.tol, scale=scale,
                                 angle_bound=case.angle_bound,
+                                bound=rotary_bound.for_case(ctx.spec, seen, ctx.tol),
                                 supplied=scope.posenc_explains(ctx.backend, ctx.spec.function))
         if exc.details.get("diagnosis"):
             exc.details["diagnosis"]["pairing"] = pairing.layout

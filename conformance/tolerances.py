@@ -54,6 +54,19 @@ exact profile is the spec's own stated tolerance): where the allowed error reach
 comparison says so (:attr:`Comparison.unjudged`) and the check is *not judgeable* under that
 profile (its own status, ``unjudgeable``), never a pass.
 
+Rotary outputs under ``conventional`` (``rope`` in float32, bfloat16, float16) are held
+element by element instead (:mod:`.rotary_bound`, docs/precision.md): the angle term above is
+evaluated at each element's own position m, scaled frequency θ'_i and pair magnitude |pair_i|,
+``2 (K_i + 1) u32 |m θ'_i| |pair_i| + 4e-6 |pair_i|``, with ``K_i`` the ``κ_i`` of that
+frequency, ``SCALING_ULPS`` under a schedule and the blend's own gain inside Llama 3's band or
+YaRN's ramp. An element is judged where that term stays below ``JUDGEABLE`` of |pair_i|; every
+element is held to its bound, and the case is judgeable when at least ``MIN_JUDGED`` (half) of
+its elements are judged and the model resolves one position at its farthest row
+(``2 (min K_i + 1) u32 max|m| < 1``). Rope's properties that compare two of the
+implementation's results use the same bound, its angle terms once per side.
+:attr:`Comparison.elements` records what was judged and the worst error as a fraction of its
+own bound, with its position and feature.
+
 Every tolerance is at least the result dtype's half-ulp plus the rounding of the inputs
 (``tests/harness/test_tolerance_floor.py`` holds each spec to it).
 """
@@ -87,6 +100,7 @@ CONVENTIONAL_ANGLE = 1.0 + SCALING_ULPS + max(
     POW_ULPS + 1 / np.e, EXP_ULPS + LOG_ULPS / np.e, LADDER_ULPS * D_OVER_LN_BASE / (2 * np.e))
 FREQUENCY_TABLES = frozenset({"rope_frequencies", "vllm_rope_frequencies"})
 JUDGEABLE = 0.1  # a tolerance reaching this fraction of the data's magnitude judges nothing
+MIN_JUDGED = 0.5  # per-element bounds: the fraction of a case's elements that must be judged
 
 
 def frequency_ulps(theta: Any, index: Any) -> np.ndarray:
@@ -209,25 +223,43 @@ class Comparison:
     unjudged: int = 0  # elements whose allowed error reaches JUDGEABLE of the data's magnitude
     magnitude: float = 0.0  # the data's magnitude: the largest finite |expected|
     widest: float = 0.0  # the largest allowed error
+    elements: dict[str, Any] | None = None  # per-element bounds: what was judged (element_record)
 
     @property
     def judgeable(self) -> bool:
+        if self.elements is not None:
+            return (self.elements["judged"] >= self.elements["needed"]
+                    and self.elements["resolution"] < 1.0)
         return self.unjudged == 0
 
     def details(self) -> dict[str, Any]:
         out = {"max_abs": self.max_abs, "max_rel": self.max_rel, "tolerance": self.tolerance,
                "worst_index": list(self.worst_index) if self.worst_index is not None else None}
-        if self.unjudged:
+        if self.elements is not None:
+            out["elements"] = dict(self.elements)
+        if not self.judgeable:
             out["not_judgeable"] = self.not_judgeable()
         return out
 
     def not_judgeable(self) -> dict[str, Any]:
         """The record of why a comparison judges nothing (JSON: ``details.not_judgeable``)."""
-        return {"elements": self.unjudged, "tolerance": self.widest,
-                "magnitude": self.magnitude, "fraction": JUDGEABLE,
-                "errors_within": self.ok}
+        out = {"elements": self.unjudged, "tolerance": self.widest,
+               "magnitude": self.magnitude, "fraction": JUDGEABLE, "errors_within": self.ok}
+        if self.elements is not None:
+            out.update(judged=self.elements["judged"], needed=self.elements["needed"],
+                       resolution=self.elements["resolution"])
+        return out
 
     def unjudged_note(self) -> str:
+        if self.elements is not None:
+            e = self.elements
+            if e["resolution"] >= 1.0:
+                return (f"the admitted float32 angles leave the farthest position uncertain by "
+                        f"{e['resolution']:.3g} positions (a case is judged where the model "
+                        f"resolves one position)")
+            return (f"only {e['judged']} of {e['total']} elements judged, {e['needed']} needed "
+                    f"(an element is judged where its own bound stays below {JUDGEABLE:g} of "
+                    f"its rotation pair's magnitude; a case needs {MIN_JUDGED:.0%} of them)")
         return (f"the tolerance reaches {self.widest:.3g} on {self.unjudged} element(s), "
                 f"{self.widest / self.magnitude if self.magnitude else np.inf:.3g}x the data's "
                 f"magnitude {self.magnitude:.3g} (a profile judges only where its tolerance "
@@ -235,9 +267,10 @@ class Comparison:
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, scale: float,
-            angle_bound: float = 0.0) -> Comparison:
+            angle_bound: float = 0.0, bound: Any = None) -> Comparison:
     """Elementwise comparison in float64, or complex128 when both sides are complex (the error
-    is then the modulus of the difference)."""
+    is then the modulus of the difference). ``bound`` (a :class:`.rotary_bound.ElementBound`)
+    replaces the case-wide angle term with each element's own, and judges element by element."""
     if np.iscomplexobj(actual) != np.iscomplexobj(expected):
         kinds = ["complex" if np.iscomplexobj(a) else "real" for a in (actual, expected)]
         return Comparison(False, f"got a {kinds[0]} result, expected a {kinds[1]} one")
@@ -248,19 +281,27 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, scale: 
         return Comparison(False, f"shape {actual.shape} != expected {expected.shape}")
     if actual.size == 0:
         return Comparison(True, "empty")
+    if bound is not None and np.shape(bound.angle) != expected.shape:
+        bound = None
     same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))  # equal infinities too
     with np.errstate(invalid="ignore"):
         err = np.where(same, 0.0, np.abs(actual - expected))
     err = np.where(np.isnan(err), np.inf, err)
-    with np.errstate(invalid="ignore"):  # an infinite expected value must be met exactly
-        allowed = np.where(np.isfinite(expected), tol.allowed(expected, scale, angle_bound), 0.0)
-    allowed = np.broadcast_to(allowed, err.shape)
     finite = np.isfinite(expected)
+    with np.errstate(invalid="ignore"):  # an infinite expected value must be met exactly
+        own = (tol.allowed(expected, scale) + bound.angle if bound is not None
+               else tol.allowed(expected, scale, angle_bound))
+        allowed = np.where(finite, own, 0.0)
+    allowed = np.broadcast_to(allowed, err.shape)
     magnitude = float(np.max(np.abs(expected[finite]), initial=0.0)) or scale
     # only a looser profile's admitted arithmetic can outgrow the data; the exact profile is the
     # spec's own stated tolerance (tests/harness/test_tolerance_floor.py holds each spec to it)
-    unjudged = (finite & (allowed >= JUDGEABLE * magnitude) if tol.profile != "exact"
-                else np.zeros(err.shape, bool))
+    if bound is not None:
+        unjudged = finite & ~bound.judged
+    elif tol.profile != "exact":
+        unjudged = finite & (allowed >= JUDGEABLE * magnitude)
+    else:
+        unjudged = np.zeros(err.shape, bool)
     excess = err - allowed
     worst = tuple(int(i) for i in np.unravel_index(np.argmax(excess), err.shape))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -271,9 +312,47 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, scale: 
         max_rel=float(np.max(rel)), tolerance=float(allowed[worst]), worst_index=worst,
         unjudged=int(np.count_nonzero(unjudged)), magnitude=magnitude,
         widest=float(np.max(allowed, where=finite, initial=0.0)))
+    if bound is not None:
+        result.elements = element_record(err, allowed, finite & ~unjudged, finite, bound)
     result.message = (
         f"max abs error {result.max_abs:.3e}, max rel error {result.max_rel:.3e}; worst at index "
-        f"{worst}: got {actual[worst]:.9g}, expected {expected[worst]:.9g}, error "
-        f"{err[worst]:.3e} > tolerance {result.tolerance:.3e}"
-        if not result.ok else f"max abs error {result.max_abs:.3e} within tolerance")
+        f"{worst}{_where(bound, worst)}: got {actual[worst]:.9g}, expected "
+        f"{expected[worst]:.9g}, error {err[worst]:.3e} > tolerance {result.tolerance:.3e}"
+        if not result.ok else f"max abs error {result.max_abs:.3e} within tolerance"
+        f"{element_summary(result.elements)}")
     return result
+
+
+def _where(bound: Any, index: tuple[int, ...]) -> str:
+    if bound is None:
+        return ""
+    return (f" (position {bound.position[index]:.0f}, feature {index[-1]}; its own bound, "
+            f"θ' = {bound.frequency[index]:.3g})")
+
+
+def element_record(err: np.ndarray, allowed: np.ndarray, judged: np.ndarray,
+                   finite: np.ndarray, bound: Any) -> dict[str, Any]:
+    """What a per-element comparison judged: how many elements, how many were needed, and the
+    worst judged error as a fraction of its own bound, with its position and feature."""
+    total = int(np.count_nonzero(finite))
+    out: dict[str, Any] = {"judged": int(np.count_nonzero(judged)), "total": total,
+                           "needed": max(1, int(np.ceil(MIN_JUDGED * total))),
+                           "resolution": float(bound.resolution)}
+    if out["judged"]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.where(judged, np.where(err == 0, 0.0, err / allowed), -1.0)
+        index = tuple(int(i) for i in np.unravel_index(np.argmax(fraction), err.shape))
+        out.update(worst_fraction=float(fraction[index]), worst_index=list(index),
+                   worst_position=float(bound.position[index]), worst_feature=index[-1])
+    return out
+
+
+def element_summary(elements: dict[str, Any] | None) -> str:
+    """The report's line on a per-element comparison ("" without one)."""
+    if elements is None:
+        return ""
+    text = f"; judged {elements['judged']} of {elements['total']} elements on their own bounds"
+    if "worst_fraction" in elements:
+        text += (f", the worst at {elements['worst_fraction']:.3g} of its bound (position "
+                 f"{elements['worst_position']:.0f}, feature {elements['worst_feature']})")
+    return text

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import rotary_bound
 from ..context import CheckFailure, Context
-from ..tolerances import JUDGEABLE, float32_phase_error
+from ..tolerances import JUDGEABLE, Tolerance, float32_phase_error
 from . import register
 
 DIM = 16
@@ -19,6 +20,18 @@ def _layout(ctx: Context) -> str:
 
 def _rotate(ctx: Context, x: np.ndarray, positions: np.ndarray | None, **params: object):
     return ctx.run({"x": x, "positions": positions}, **params)
+
+
+def _close(ctx: Context, actual: np.ndarray, expected: np.ndarray, what: str, *, x: np.ndarray,
+           positions: np.ndarray, angle_bound: float, tol: Tolerance, sides: int = 2,
+           **params: object) -> None:
+    """``actual`` against ``expected``, one rope result of ``x`` at ``positions`` (``params``),
+    under the per-element conventional bound of ``sides`` rotations (rotary_bound.py), or the
+    comparison's own tolerance where that does not apply."""
+    bound = rotary_bound.for_outputs(ctx.spec, {**ctx.params, **params},
+                                     {"x": x, "positions": positions}, expected, tol, sides)
+    ctx.assert_close(actual, expected, what, scale=float(np.abs(x).max()),
+                     angle_bound=angle_bound, tol=tol, bound=bound)
 
 
 def _dot_bound(ctx: Context, max_position: float) -> float:
@@ -98,9 +111,9 @@ def composition(ctx: Context) -> None:
         x = ctx.normal((2, 6, DIM), seed)
         a, b = rng.integers(0, top, size=6), rng.integers(0, top, size=6)
         twice = _rotate(ctx, _rotate(ctx, x, a), b)
-        ctx.assert_close(twice, _rotate(ctx, x, a + b), "R_b(R_a x) vs R_(a+b) x",
-                         scale=float(np.abs(x).max()), angle_bound=2.0 * float((a + b).max()),
-                         tol=ctx.tol.loosened(3))
+        _close(ctx, twice, _rotate(ctx, x, a + b), "R_b(R_a x) vs R_(a+b) x", x=x,
+               positions=a + b, angle_bound=2.0 * float((a + b).max()), tol=ctx.tol.loosened(3),
+               sides=3)
 
 
 def interleaved_to_half(dim: int) -> np.ndarray:
@@ -120,9 +133,8 @@ def layout_permutation(ctx: Context) -> None:
         positions = np.random.default_rng(seed).integers(0, top, size=7)
         inter = _rotate(ctx, x, positions, layout="interleaved")
         half = _rotate(ctx, x[..., perm], positions, layout="half")[..., inverse]
-        ctx.assert_close(half, inter, "P⁻¹ half(P x) vs interleaved(x)",
-                         scale=float(np.abs(x).max()), angle_bound=float(positions.max()),
-                         tol=ctx.tol.loosened(2))
+        _close(ctx, half, inter, "P⁻¹ half(P x) vs interleaved(x)", x=x, positions=positions,
+               angle_bound=float(positions.max()), tol=ctx.tol.loosened(2), layout="interleaved")
 
 
 @register("rope_partial_tail")
@@ -137,10 +149,11 @@ def partial_tail(ctx: Context) -> None:
         positions = np.random.default_rng(seed).integers(0, 2048, size=5)
         out = _rotate(ctx, x, positions, rotary_dim=rotary_dim)
         ctx.assert_equal(out[..., rotary_dim:], x[..., rotary_dim:], "pass-through features")
-        head = _rotate(ctx, np.ascontiguousarray(x[..., :rotary_dim]), positions)
-        ctx.assert_close(out[..., :rotary_dim], head, "rotated features vs full rope of the slice",
-                         scale=float(np.abs(x).max()), angle_bound=float(positions.max()),
-                         tol=ctx.tol.loosened(2))
+        head_x = np.ascontiguousarray(x[..., :rotary_dim])
+        head = _rotate(ctx, head_x, positions)
+        _close(ctx, out[..., :rotary_dim], head, "rotated features vs full rope of the slice",
+               x=head_x, positions=positions, angle_bound=float(positions.max()),
+               tol=ctx.tol.loosened(2))
 
 
 @register("rope_decode_offset")
@@ -152,10 +165,11 @@ def decode_offset(ctx: Context) -> None:
     def check(seed: int, t: int, start: int) -> None:
         x = ctx.normal((2, length, DIM), seed)
         full = _rotate(ctx, x, np.arange(start, start + length))
-        step = _rotate(ctx, np.ascontiguousarray(x[:, t : t + 1]), np.array([start + t]))
-        ctx.assert_close(step[:, 0], full[:, t], f"token at offset {start + t} vs full row",
-                         scale=float(np.abs(x).max()), angle_bound=float(start + length),
-                         tol=ctx.tol.loosened(2))
+        row = np.ascontiguousarray(x[:, t : t + 1])
+        step = _rotate(ctx, row, np.array([start + t]))
+        _close(ctx, step, full[:, t : t + 1], f"token at offset {start + t} vs full row", x=row,
+               positions=np.array([start + t]), angle_bound=float(start + length),
+               tol=ctx.tol.loosened(2))
 
 
 @register("rope_batched_positions")
@@ -168,9 +182,8 @@ def batched_positions(ctx: Context) -> None:
         positions = np.random.default_rng(seed).integers(0, 1024, size=(3, 6))
         out = _rotate(ctx, x, positions)
         for b in range(3):
-            ctx.assert_close(out[b], _rotate(ctx, x[b], positions[b]), f"batch row {b}",
-                             scale=float(np.abs(x).max()), angle_bound=1024.0,
-                             tol=ctx.tol.loosened(2))
+            _close(ctx, out[b], _rotate(ctx, x[b], positions[b]), f"batch row {b}", x=x[b],
+                   positions=positions[b], angle_bound=1024.0, tol=ctx.tol.loosened(2))
 
 
 @register("rope_linear_interpolation")
@@ -184,11 +197,11 @@ def linear_interpolation(ctx: Context) -> None:
     def check(seed: int, top: int) -> None:
         x = ctx.normal((2, 8, DIM), seed)
         m = np.random.default_rng(seed).integers(0, top, size=8)
-        scaled = _rotate(ctx, x, (m * factor).astype(np.int64),
-                         scaling={"rope_type": "linear", "factor": factor})
-        ctx.assert_close(scaled, _rotate(ctx, x, m), f"linear(s={factor:g}) at s*m vs default at m",
-                         scale=float(np.abs(x).max()), angle_bound=2.0 * float(m.max()),
-                         tol=ctx.tol.loosened(2))
+        linear = {"rope_type": "linear", "factor": factor}
+        scaled = _rotate(ctx, x, (m * factor).astype(np.int64), scaling=linear)
+        _close(ctx, scaled, _rotate(ctx, x, m), f"linear(s={factor:g}) at s*m vs default at m",
+               x=x, positions=(m * factor).astype(np.int64), angle_bound=2.0 * float(m.max()),
+               tol=ctx.tol.loosened(2), scaling=linear)
 
 
 def _cos_sin_probe(ctx: Context, positions: np.ndarray, dim: int) -> np.ndarray:

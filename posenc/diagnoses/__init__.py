@@ -20,6 +20,7 @@ from .base import (
     Transform,
     call,
     evaluate,
+    fitted,
     log_float32,
     parse,
     positions,
@@ -28,5 +29,5 @@ from .base import (
     transforms,
 )
 
-__all__ = ["Arrays", "Diagnosis", "Reference", "Transform", "call", "evaluate", "log_float32",
-           "parse", "positions", "register", "round_significand", "transforms"]
+__all__ = ["Arrays", "Diagnosis", "Reference", "Transform", "call", "evaluate", "fitted",
+           "log_float32", "parse", "positions", "register", "round_significand", "transforms"]

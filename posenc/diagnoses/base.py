@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from ..reference._rope_schedules import frequencies, kind, rotary_width
 
 Arrays = dict[str, "np.ndarray | None"]
 Reference = Callable[..., Any]
@@ -38,12 +39,18 @@ class Diagnosis:
     params: dict[str, Any] = field(default_factory=dict)
     transform: str | None = None
 
-    def describe(self, overrides: Mapping[str, Any]) -> str:
-        """What the reference was asked for, e.g. ``layout='interleaved'`` or ``positions + 1``."""
+    def describe(self, overrides: Mapping[str, Any], fitted: Mapping[str, Any] | None = None
+                 ) -> str:
+        """What the reference was asked for, e.g. ``layout='interleaved'`` or ``positions + 1``
+        (a fitted transform's description filled with what was fitted, e.g. its cache rows)."""
         parts = [f"{k}={v!r}" for k, v in overrides.items()]
         if self.transform is not None:
-            parts.append(transforms()[self.transform].description)
+            parts.append(transforms()[self.transform].description.format_map(dict(fitted or {})))
         return ", ".join(parts)
+
+    def explained(self, fitted: Mapping[str, Any] | None = None) -> str:
+        """The explanation, with a fitted transform's values filled in (``{rows}``...)."""
+        return self.explanation.format_map(dict(fitted or {})) if fitted else self.explanation
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,10 @@ class Transform:
     inputs: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()  # reference modules it is written for (empty: any)
+    # ``fit(inputs, params, actual)``: what the transform needs to know from the output under
+    # test (e.g. the row a cache freezes at), given to ``apply`` in params; None: no fit there;
+    # ``actual`` None: the value to plant it with on these inputs
+    fit: Callable[[Arrays, dict[str, Any], np.ndarray | None], dict[str, Any] | None] | None = None
 
 
 _REGISTRY: dict[str, Transform] = {}
@@ -89,6 +100,34 @@ def positions(inputs: Arrays) -> np.ndarray:
     if inputs.get("positions") is not None:
         return np.asarray(inputs["positions"])
     return np.arange(np.asarray(inputs["x"]).shape[-2])
+
+
+def rotary_call(inputs: Arrays, params: dict[str, Any]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """A rope call as its reference evaluates it: x (float64), the positions, the rotary
+    frequencies, the attention factor and the two features of each pair."""
+    x = np.asarray(inputs["x"], dtype=np.float64)
+    pos = positions(inputs)
+    rd = params["rotary_dim"] or rotary_width(x.shape[-1], params["scaling"])
+    seq_len = params["seq_len"]
+    if seq_len is None and kind(params["scaling"]) in ("dynamic", "longrope"):
+        seq_len = x.shape[-2] if inputs.get("positions") is None else int(pos.max()) + 1
+    thetas, attention = frequencies(rd, params["base"], params["scaling"], seq_len)
+    half = rd // 2
+    if params["layout"] == "half":
+        a, b = np.arange(half), np.arange(half) + half
+    else:
+        a, b = np.arange(half) * 2, np.arange(half) * 2 + 1
+    return x, pos, np.asarray(thetas, np.float64), attention, a, b
+
+
+def rows_of(x: np.ndarray, values: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Per-position ``values`` ([seq, ...], or [batch, seq, ...] for positions ``pos`` of shape
+    [batch, seq]) shaped to broadcast against x's rows ([..., seq, ...])."""
+    values = np.asarray(values)
+    if np.ndim(pos) == 2:
+        return values.reshape(values.shape[0], *([1] * (x.ndim - 3)), *values.shape[1:])
+    return values
 
 
 def round_significand(values: np.ndarray, bits: int) -> np.ndarray:
@@ -147,11 +186,28 @@ def _check_transform(where: str, name: str, module: str, parameters: Mapping[str
                         f"{', '.join(map(repr, missing))}, which the spec does not declare")
 
 
+def fitted(diagnosis: Diagnosis, inputs: Arrays, params: Mapping[str, Any],
+           actual: Any) -> dict[str, Any] | None:
+    """What a fitted transform reads from the output under test (``{}`` for any other
+    diagnosis; None where the output shows nothing the transform can fit). With no output
+    (``actual`` None), the transform's own choice for planting it on these inputs."""
+    transform = transforms().get(diagnosis.transform) if diagnosis.transform else None
+    if transform is None or transform.fit is None:
+        return {}
+    return transform.fit(dict(inputs), {**params, **diagnosis.params},
+                         None if actual is None else np.asarray(actual))
+
+
 def evaluate(diagnosis: Diagnosis, reference: Reference, inputs: Arrays,
-             params: Mapping[str, Any]) -> Any:
+             params: Mapping[str, Any], fit: Mapping[str, Any] | None = None) -> Any:
     """The reference's output under ``diagnosis``; ``params`` are the case's resolved
-    parameters (defaults included), ``inputs`` its arrays in declared order."""
+    parameters (defaults included), ``inputs`` its arrays in declared order, ``fit`` what
+    :func:`fitted` read for a fitted transform."""
     merged = {**params, **diagnosis.params}
     if diagnosis.transform is None:
         return call(reference, inputs, merged)
-    return transforms()[diagnosis.transform].apply(reference, dict(inputs), merged)
+    if fit is None:  # a fitted transform, planted at its own choice for these inputs
+        fit = fitted(diagnosis, inputs, params, None)
+        if fit is None:
+            raise ValueError(f"{diagnosis.name}: nothing to plant on these inputs")
+    return transforms()[diagnosis.transform].apply(reference, dict(inputs), {**merged, **fit})

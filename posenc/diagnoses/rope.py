@@ -7,8 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from ..reference._rope_schedules import frequencies, kind, rotary_width
-from .base import Arrays, Reference, Transform, call, positions, register, round_significand
+from ..reference._rope_schedules import rotary_width
+from .base import (
+    Arrays,
+    Reference,
+    Transform,
+    call,
+    register,
+    rotary_call,
+    round_significand,
+    rows_of,
+)
 
 
 def _rotary_width(inputs: Arrays, params: dict[str, Any]) -> int:
@@ -37,21 +46,8 @@ def _no_attention_factor(ref: Reference, inputs: Arrays, params: dict[str, Any])
 
 def _angles_bfloat16(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
     """The reference's rotation with every angle m·θ_i rounded to bfloat16 before cos/sin."""
-    x = np.asarray(inputs["x"], dtype=np.float64)
-    pos = positions(inputs)
-    rd = _rotary_width(inputs, params)
-    seq_len = params["seq_len"]
-    if seq_len is None and kind(params["scaling"]) in ("dynamic", "longrope"):
-        seq_len = x.shape[-2] if inputs.get("positions") is None else int(pos.max()) + 1
-    thetas, attention = frequencies(rd, params["base"], params["scaling"], seq_len)
-    half = rd // 2
-    if params["layout"] == "half":
-        a, b = np.arange(half), np.arange(half) + half
-    else:
-        a, b = np.arange(half) * 2, np.arange(half) * 2 + 1
-    angles = round_significand(pos[..., None].astype(np.float64) * np.asarray(thetas), 8)
-    if angles.ndim == 3:  # [batch, seq, half] against x [batch, ..., seq, dim]
-        angles = angles.reshape(angles.shape[0], *([1] * (x.ndim - 3)), *angles.shape[1:])
+    x, pos, thetas, attention, a, b = rotary_call(inputs, params)
+    angles = rows_of(x, round_significand(pos[..., None].astype(np.float64) * thetas, 8), pos)
     cos, sin = np.cos(angles) * attention, np.sin(angles) * attention
     out = x.copy()
     out[..., a] = x[..., a] * cos - x[..., b] * sin

@@ -484,5 +484,8 @@ def test_transformers_llama_rotary_tables_through_the_cache_adapter() -> None:
     graded = [r for r in report.results if r.status == "pass"]
     assert any(r.grade == "conventional" for r in graded)
     assert "decode_one_token" in {r.check.name for r in graded if r.grade == "conventional"}
-    # near 2^17 the conventional allowance reaches 0.39 of the values: it cannot judge there
-    assert next(r for r in report.results if r.check.name == "near_2_17").status == "unjudgeable"
+    # near 2^17 the conventional profile judges each element on its own bound (a case-wide
+    # allowance reached 0.39 of the values there and judged nothing)
+    near = next(r for r in report.results if r.check.name == "near_2_17")
+    assert near.status == "pass" and near.grade == "conventional", near.message
+    assert near.details["elements"]["judged"] >= near.details["elements"]["needed"]

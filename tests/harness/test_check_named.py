@@ -78,11 +78,12 @@ def test_a_ported_rope_passes_on_its_model(porter: Any) -> None:
     report = check(porter.ported_rope, "rope", names=NAMES, named="llama-3.1-8b", **FAST)
     assert report.passed, report.text()
     assert [r.check.name for r in report.results] == ["named_llama_3_1_8b"]
-    # within the conventional tolerance everywhere, but the case reaches positions where float32
-    # angle arithmetic may be off by a tenth of the values: not judgeable, never a pass
+    # float32 angle arithmetic: judged element by element, each on its own bound (a case-wide
+    # allowance reached 0.39 of the values at its longest position and judged nothing)
     result = report.results[0]
-    assert result.status == "unjudgeable", result.message
-    assert result.details["not_judgeable"]["profile"] == "conventional"
+    assert result.status == "pass" and result.grade == "conventional", result.message
+    elements = result.details["elements"]
+    assert elements["judged"] >= elements["needed"] and elements["worst_fraction"] < 1
 
 
 def test_a_wrong_base_fails_and_the_named_case_says_which_model(porter: Any) -> None:

@@ -4,7 +4,8 @@ tolerance (position 0, a parameter the case does not exercise), not judgeable un
 (its tolerance reaches a tenth of the data), or a change smaller than that tenth which the
 profile's admitted arithmetic could make too (bfloat16 angles under ``reduced``). Those
 exceptions are counted and printed. No backend runs: the diagnoses are the NumPy reference's
-outputs, compared with the goldens as the harness compares a backend's."""
+outputs, compared with the goldens as the harness compares a backend's (rotary outputs under the
+conventional profile element by element, conformance/rotary_bound.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from posenc.backends.pairing import pairing_layouts
 from posenc.catalog import specs
+from posenc.conformance import rotary_bound
 from posenc.conformance.case_scale import case_scale
 from posenc.conformance.diagnose import Diagnoser
 from posenc.conformance.tolerances import JUDGEABLE, PROFILES, compare, for_spec
@@ -42,8 +44,10 @@ def _planted() -> list[tuple[str, str, str, dict[str, dict[str, Any]]]]:
                 for dtype in DTYPES:
                     grades[dtype] = {}
                     for profile in PROFILES:
-                        c = compare(out, case.output, for_spec(spec, dtype, profile),
-                                    scale=scale, angle_bound=case.angle_bound)
+                        tol = for_spec(spec, dtype, profile)
+                        c = compare(out, case.output, tol, scale=scale,
+                                    angle_bound=case.angle_bound,
+                                    bound=rotary_bound.for_case(spec, case, tol))
                         grades[dtype][profile] = (
                             "fail" if not c.ok else "pass" if c.judgeable else "unjudgeable")
                         grades[dtype]["change"] = c.max_abs / c.magnitude if c.magnitude else 0

@@ -103,8 +103,8 @@ def test_transformers_rope_passes_conventional_and_misses_exact_only_by_float32_
     _needs("torch", "transformers")
     spec = specs()["rope"]
     results = _results("peer:transformers", "rope", "float32")
-    # near 2^17 and 2^20 the conventional allowance for float32 angles of float32 frequencies
-    # reaches a tenth of the values: those checks are not judgeable under it, never failures
+    # near 2^20 float32 angles of float32 frequencies leave a position uncertain by more than
+    # one: that case is not judgeable under conventional, never a failure
     for case in spec.cases:
         result = results[f"case:{case.name}"]
         if _transformers_scope(resolve_params(spec, case.params)):
@@ -120,7 +120,10 @@ def test_transformers_rope_passes_conventional_and_misses_exact_only_by_float32_
     for r in below:  # conventional: the float32-angle allowance, and no porting bug claimed
         assert r.grade == "conventional", (r.check.name, r.grade)
         assert r.details["tighter"]["diagnosis"] is None, r.details["tighter"]
-    assert results["case:near_2_17"].status == "unjudgeable"  # 6e-3 off at 2^17: see the spec
+    # 6e-3 off at 2^17 (see the spec): judged element by element, each on its own bound
+    assert results["case:near_2_17"].status == "pass", results["case:near_2_17"].message
+    assert results["case:near_2_17"].details["elements"]["worst_fraction"] < 1
+    assert results["case:near_2_20_llama3"].status == "unjudgeable"
     assert results["case:llama_head_dim_128"].grade == "conventional"
     assert results["case:decode_one_token"].status == "pass"
 
