@@ -38,6 +38,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the pairing the function is fixed at (every adapter; apply/cache "
                         "default half, function: the spec's default unless it takes layout); "
                         "cases in the other pairing run through the feature permutation")
+    p.add_argument("--offset", metavar="NAME",
+                   help="function: it takes an integer start NAME (offset, start_pos) instead of "
+                        "positions; contiguous positions reach it as NAME=p0 (docs/conventions.md)")
+    p.add_argument("--negative-offset", action="store_true",
+                   help="function: a negative --offset start is legal for it")
+    p.add_argument("--xpos-centre", choices=["torchscale", "rotary-embedding-torch"],
+                   help="function (xpos, with --offset): where it centres the xPos scale; "
+                        "converted to posenc's centre")
     p.add_argument("--axes", choices=["bhsd", "bshd"],
                    help="x as [batch, heads, seq, dim] (default) or [batch, seq, heads, dim] "
                         "(function; apply: the same as --x-layout)")
@@ -129,7 +137,8 @@ def _implementation(args: argparse.Namespace) -> Any:
                                         framework=args.framework)
     return adapters.function(args.encoding, target, names, unsupported,
                              framework=args.framework, layout=args.layout,
-                             axes=args.axes or "bhsd")
+                             axes=args.axes or "bhsd", offset=args.offset,
+                             centre=args.xpos_centre, negative_offset=args.negative_offset)
 
 
 def _call_case(backend: Any, spec: Any, case: Any, dtype: str, device: str) -> Any:
