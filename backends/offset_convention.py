@@ -38,8 +38,12 @@ def start_of(positions: Any, seq: int, *, negative: bool, label: str) -> int:
     is out of scope (:class:`Unsupported`) with the reason."""
     if positions is None:
         return 0
-    host = np.asarray(to_numpy(positions)).reshape(-1, np.shape(to_numpy(positions))[-1])
     convention = f"{label} takes positions as an offset (p0 + arange(seq))"
+    try:
+        values = np.asarray(to_numpy(positions))
+    except Exception as exc:  # traced (jit, compile): the start cannot be read on the host
+        raise Unsupported(f"{convention}: traced positions cannot be read as an offset") from exc
+    host = values.reshape(-1, values.shape[-1])
     if host.shape[-1] and not np.all(host == host[:1, :1] + np.arange(host.shape[-1])):
         kind = "ragged or padded batch rows" if host.shape[0] > 1 and np.all(
             np.diff(host, axis=-1) == 1) else "non-contiguous positions"

@@ -149,3 +149,17 @@ def test_rotary_embedding_torch_with_its_offset() -> None:
                    precision="conventional")
     assert torch is not None and not _bad(report), report.text()
     assert len([r for r in report.results if r.status == "pass"]) >= 6, report.text()
+
+
+def test_only_contiguous_positions_reach_an_offset_and_the_rest_say_why() -> None:
+    from posenc import Unsupported
+    from posenc.backends.offset_convention import start_of
+
+    assert start_of(np.array([[5, 6, 7], [5, 6, 7]]), 3, negative=False, label="f") == 5
+    assert start_of(None, 3, negative=False, label="f") == 0
+    assert start_of(np.array([-2, -1, 0]), 3, negative=True, label="f") == -2
+    for positions, reason in ((np.array([[0, 1, 2], [1, 2, 3]]), "ragged or padded"),
+                              (np.array([0, 2, 1]), "non-contiguous"),
+                              (np.array([-2, -1, 0]), "negative start")):
+        with pytest.raises(Unsupported, match=f"f takes positions as an offset.*{reason}"):
+            start_of(positions, 3, negative=False, label="f")
