@@ -104,7 +104,7 @@ def _position_convention(fn: Callable[..., Any], spec: Any, names: dict[str, str
                               negative=negative, label=label)
     named = centre if isinstance(centre, str) else "declared"
     return wrapped, ", ".join(filter(None, [
-        f"positions converted to offset {offset!r}",
+        f"positions converted to offset {offset!r}{'' if negative else ' (non-negative)'}",
         centre is not None and f"xPos centre ({named}) converted to posenc's"]))
 
 

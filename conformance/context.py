@@ -83,6 +83,16 @@ class Context:
     last_output: np.ndarray | None = None
 
     # -- inputs -------------------------------------------------------------------------
+    def draw_positions(self, rng: np.random.Generator, lo: int, hi: int, size: int) -> np.ndarray:
+        """``size`` positions in ``[lo, hi]``: independent draws, or a contiguous run
+        ``p0 + arange(size)`` for an implementation that takes positions as an offset."""
+        declared = scope.conventions(self.backend, self.spec.function) or ""
+        if "non-negative" in declared and hi >= size - 1:
+            lo = max(lo, 0)
+        if "offset" in declared and hi - lo + 1 >= size:
+            return int(rng.integers(lo, hi - size + 2)) + np.arange(size)
+        return rng.integers(lo, hi + 1, size=size)
+
     @staticmethod
     def normal(shape: tuple[int, ...], seed: int) -> np.ndarray:
         """Quantised standard normals: exact in every float dtype under test."""

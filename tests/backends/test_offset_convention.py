@@ -90,7 +90,8 @@ def test_a_torchscale_centre_is_converted() -> None:
                                 centre="torchscale")
     report = check(adapter, "xpos", **F64)
     assert not _bad(report), report.text()
-    assert len([r for r in report.results if r.status == "pass"]) >= 8, report.text()
+    # 14 of 30 here: properties draw contiguous non-negative runs for an offset function
+    assert len([r for r in report.results if r.status == "pass"]) >= 14, report.text()
     assert "xPos centre (torchscale) converted" in report.text()
 
 
@@ -117,6 +118,7 @@ def test_the_centre_mutant_is_caught_where_logits_change() -> None:
     report = check(adapter, "xpos", **F64)
     keys = [r for r in report.failed if "key" in r.check.name]
     assert keys, report.text()
+    assert any(r.check.name.startswith("xpos_key_query_inverse") for r in report.failed)
     assert not [r for r in report.failed if r.check.name == "query_default"], report.text()
 
 
