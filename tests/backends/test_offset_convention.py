@@ -69,9 +69,10 @@ def test_an_offset_only_rope_passes_with_its_convention_named() -> None:
     report = check(adapter, "rope", **F64)
     assert not _bad(report), report.text()
     passed = [r for r in report.results if r.status == "pass"]
-    # 7 with contiguous non-negative positions, 2 more with negative starts declared legal; the
-    # rest take scaling/rotary_dim/seq_len this function lacks, or non-contiguous positions
-    assert len(passed) >= 9, report.text()
+    # 11 of 56: the rest take scaling/rotary_dim/seq_len this function lacks, or positions no
+    # offset expresses (left padding, different rows, R_b(R_a x), concatenated shifts)
+    assert len(passed) >= 11, report.text()
+    assert {r.check.name for r in passed} >= {"rope_norm_preserving", "rope_layout_permutation"}
     assert "offset 'offset'" in report.text()
     skipped = [r for r in report.results if r.status not in ("pass", "fail", "error")]
     assert any("as an offset" in str(r.message) for r in skipped), report.text()
@@ -90,8 +91,8 @@ def test_a_torchscale_centre_is_converted() -> None:
                                 centre="torchscale")
     report = check(adapter, "xpos", **F64)
     assert not _bad(report), report.text()
-    # 14 of 30 here: properties draw contiguous non-negative runs for an offset function
-    assert len([r for r in report.results if r.status == "pass"]) >= 14, report.text()
+    # 15 of 30 here: properties draw contiguous non-negative runs for an offset function
+    assert len([r for r in report.results if r.status == "pass"]) >= 15, report.text()
     assert "xPos centre (torchscale) converted" in report.text()
 
 
