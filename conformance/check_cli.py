@@ -105,6 +105,11 @@ def _implementation(args: argparse.Namespace) -> Any:
                              "function, apply or cache), not those of " + (
                                  "an adapter or Backend object" if prebuilt
                                  else f"--adapter {args.adapter}"))
+    if (args.offset or args.xpos_centre or args.negative_offset) and (
+            prebuilt or args.adapter != "function"):
+        raise ParameterError("--offset/--xpos-centre/--negative-offset declare a function's "
+                             "position conventions (--adapter function), not --adapter "
+                             f"{args.adapter}'s or a prebuilt adapter's")
     if isinstance(target, Backend | adapters.Adapter):
         return target
     if not callable(target) and not (args.adapter == "frequencies" and isinstance(target, dict)):

@@ -166,3 +166,12 @@ def test_only_contiguous_positions_reach_an_offset_and_the_rest_say_why() -> Non
                               (np.array([-2, -1, 0]), "negative start")):
         with pytest.raises(Unsupported, match=f"f takes positions as an offset.*{reason}"):
             start_of(positions, 3, negative=False, label="f")
+
+
+def test_the_cli_refuses_an_offset_on_another_adapter(capsys: Any) -> None:
+    from posenc.cli import main
+
+    code = main(["check", "rope", "test_offset_convention:offset_rope", "--adapter", "apply",
+                 "--offset", "offset"])
+    captured = capsys.readouterr()
+    assert code != 0 and "position conventions (--adapter function)" in captured.err + captured.out
