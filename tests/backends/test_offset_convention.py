@@ -175,3 +175,26 @@ def test_the_cli_refuses_an_offset_on_another_adapter(capsys: Any) -> None:
                  "--offset", "offset"])
     captured = capsys.readouterr()
     assert code != 0 and "position conventions (--adapter function)" in captured.err + captured.out
+
+
+@pytest.mark.oracle
+def test_rotary_embedding_torch_xpos_with_its_centre() -> None:
+    """rotate_queries_and_keys: positions arange(seq), scale centred at seq // 2 (float32)."""
+    pytest.importorskip("torch")
+    ret = pytest.importorskip("rotary_embedding_torch")
+
+    def ret_xpos(x: Any, offset: int = 0, kind: str = "query", scale_base: float = 512.0) -> Any:
+        if offset != 0:
+            raise NotImplementedError("rotate_queries_and_keys rotates arange(seq) only")
+        rot = ret.RotaryEmbedding(x.shape[-1], use_xpos=True, xpos_scale_base=scale_base,
+                                  cache_if_possible=False)
+        q, k = rot.rotate_queries_and_keys(x, x)
+        return q if kind == "query" else k
+
+    adapter = adapters.function("xpos", ret_xpos, framework="torch", offset="offset",
+                                centre="rotary-embedding-torch")
+    report = check(adapter, "xpos", dtypes=["float32"], max_examples=3, gradients=False,
+                   precision="conventional")
+    assert not _bad(report), report.text()
+    assert len([r for r in report.results if r.status == "pass"]) >= 7, report.text()
+    assert "xPos centre (rotary-embedding-torch) converted" in report.text()
