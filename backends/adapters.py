@@ -45,6 +45,7 @@ from .adapter_base import (
     to_numpy,
     unsupported_values,
 )
+from .offset_convention import offset_function, refuse_array_to_offset
 from .pairing import (
     declare_axes,
     declare_pairing,
@@ -83,6 +84,29 @@ def _own_pairing(spec: Any, layout: str | None, declared: dict[str, Any],
     if pairing is not None:  # the pairing fn is fixed at: the others are converted to it
         defaults[key] = pairing_parameter(spec.function, pairing)[1]
     return pairing, declared
+
+
+def _position_convention(fn: Callable[..., Any], spec: Any, names: dict[str, str], label: str,
+                         declared: tuple[str | None, Any, bool],
+                         layout: str | None) -> tuple[Callable[..., Any], str | None]:
+    """``fn`` under its declared position conventions (offset, centre, negative offsets
+    legal), and the note naming them."""
+    offset, centre, negative = declared
+    refuse_array_to_offset(fn, names, label)
+    if offset is None:
+        if centre is not None:
+            raise ParameterError(f"centre={centre!r}: a declared xPos centre needs offset= (the "
+                                 "function's own centre follows from its offset and length)")
+        return fn, None
+    if centre is not None and spec.id != "xpos":
+        raise ParameterError(f"centre={centre!r}: only xpos has a centre ({spec.id} given)")
+    pairing = layout or spec.defaults().get("layout") or "interleaved"
+    wrapped = offset_function(fn, offset, names, spec.defaults(), centre=centre, pairing=pairing,
+                              negative=negative, label=label)
+    named = centre if isinstance(centre, str) else "declared"
+    return wrapped, ", ".join(filter(None, [
+        f"positions converted to offset {offset!r}{'' if negative else ' (non-negative)'}",
+        centre is not None and f"xPos centre ({named}) converted to posenc's"]))
 
 
 def _require_inputs(spec: Any, passed: dict[str, str], label: str) -> None:
@@ -149,7 +173,8 @@ def _probe(spec: Any, fn: Callable[..., Any], arguments: Callable[[dict[str, Any
 def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | None = None,
              unsupported: Mapping[str, Any] | None = None, *, framework: str | None = None,
              dtypes: tuple[str, ...] | None = None, label: str | None = None,
-             layout: str | None = None, axes: str = "bhsd") -> Adapter:
+             layout: str | None = None, axes: str = "bhsd", offset: str | None = None,
+             centre: Any = None, negative_offset: bool = False) -> Adapter:
     """``fn`` as the implementation of spec ``encoding``'s function, called by keyword with the
     inputs and parameters it takes. ``names`` maps posenc's names to ``fn``'s (``{"base":
     "theta", "positions": "position_ids"}``); a name ``fn`` does not take is not passed, and a
@@ -171,12 +196,14 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     takes no ``layout`` is fixed at the spec's default, or at the value ``unsupported`` leaves
     it (``{"layout": "half"}``), and converted the same way; for ``sinusoidal`` ``layout`` is
     the table's column layout (``"concat"``: :mod:`posenc.backends.sinusoidal_layouts`).
-    ``axes="bshd"``: ``fn`` takes ``x`` as ``[batch, seq, heads, dim]``."""
+    ``axes="bshd"``: ``fn`` takes ``x`` as ``[batch, seq, heads, dim]``. ``offset``/``centre``:
+    see docs/conventions.md."""
     spec = _spec(encoding)
     label = label or label_of(fn)
     inputs = [i.name for i in spec.inputs]
     known = [*inputs, *spec.parameters, *(_PLACEMENT if spec.dtype_parameter else ())]
     names = dict(names or {})
+    fn, converted = _position_convention(fn, spec, names, label, (offset, centre, negative_offset), layout)
     signature = Signature(fn, label)
     signature.check_names(names, known, encoding)
     declared = unsupported_values(unsupported, spec.parameters, encoding, inputs)
@@ -187,15 +214,7 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     _require_inputs(spec, passed, label)
     _require_mapped(spec, known, passed, signature, label)
 
-    def scope(params: dict[str, Any]) -> str | None:
-        reason = declared_out_of_scope(params, declared, defaults)
-        if reason:
-            return reason
-        for key, value in params.items():
-            if key in spec.parameters and key not in passed and value != defaults.get(key) \
-                    and not (key in fixed and value == fixed[key]):
-                return not_taken(key, value)
-        return None
+    scope = _scope_rule(spec, declared, defaults, fixed, passed)
 
     def call(*positional: Any, **values: Any) -> Any:
         values = {**dict(zip(inputs, positional, strict=False)), **values}
@@ -225,7 +244,29 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
                       probe=probe if not spec.inputs else None)
     if pairing is not None:
         adapter = declare_pairing(adapter, pairing)
-    return declare_axes(adapter, axes)
+    return _naming_conventions(declare_axes(adapter, axes), converted)
+
+
+def _scope_rule(spec: Any, declared: Any, defaults: dict[str, Any], fixed: dict[str, Any],
+                passed: dict[str, str]) -> Callable[[dict[str, Any]], str | None]:
+    """Why a call's parameters are out of ``fn``'s scope (declared, or a value of a parameter
+    it does not take), or None."""
+    def scope(params: dict[str, Any]) -> str | None:
+        reason = declared_out_of_scope(params, declared, defaults)
+        if reason:
+            return reason
+        for key, value in params.items():
+            if key in spec.parameters and key not in passed and value != defaults.get(key) \
+                    and not (key in fixed and value == fixed[key]):
+                return not_taken(key, value)
+        return None
+    return scope
+
+
+def _naming_conventions(adapter: Adapter, converted: str | None) -> Adapter:
+    if converted:  # read by the harness for the scope line (conformance.scope.conventions)
+        adapter.call.posenc_conventions = converted  # type: ignore[attr-defined]
+    return adapter
 
 
 def _declared_like(spec: Any, key: str) -> str | None:

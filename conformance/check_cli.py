@@ -41,6 +41,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "cases in the other pairing run through the feature permutation. "
                         "sinusoidal: the table's column layout (interleaved, concat, t2t); "
                         "the others run through a column gather")
+    p.add_argument("--offset", metavar="NAME",
+                   help="function: it takes an integer start NAME (offset, start_pos) instead of "
+                        "positions; contiguous positions reach it as NAME=p0 (docs/conventions.md)")
+    p.add_argument("--negative-offset", action="store_true",
+                   help="function: a negative --offset start is legal for it")
+    p.add_argument("--xpos-centre", choices=["torchscale", "rotary-embedding-torch"],
+                   help="function (xpos, with --offset): where it centres the xPos scale; "
+                        "converted to posenc's centre")
     p.add_argument("--axes", choices=["bhsd", "bshd"],
                    help="x as [batch, heads, seq, dim] (default) or [batch, seq, heads, dim] "
                         "(function; apply: the same as --x-layout)")
@@ -101,6 +109,11 @@ def _implementation(args: argparse.Namespace) -> Any:
                              "function, apply or cache), not those of " + (
                                  "an adapter or Backend object" if prebuilt
                                  else f"--adapter {args.adapter}"))
+    if (args.offset or args.xpos_centre or args.negative_offset) and (
+            prebuilt or args.adapter != "function"):
+        raise ParameterError("--offset/--xpos-centre/--negative-offset declare a function's "
+                             "position conventions (--adapter function), not --adapter "
+                             f"{args.adapter}'s or a prebuilt adapter's")
     if isinstance(target, Backend | adapters.Adapter):
         return target
     if not callable(target) and not (args.adapter == "frequencies" and isinstance(target, dict)):
@@ -133,7 +146,8 @@ def _implementation(args: argparse.Namespace) -> Any:
                                         framework=args.framework)
     return adapters.function(args.encoding, target, names, unsupported,
                              framework=args.framework, layout=args.layout,
-                             axes=args.axes or "bhsd")
+                             axes=args.axes or "bhsd", offset=args.offset,
+                             centre=args.xpos_centre, negative_offset=args.negative_offset)
 
 
 def main(args: argparse.Namespace) -> int:

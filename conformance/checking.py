@@ -84,8 +84,9 @@ class CheckReport:
         parts += [f"  posenc supplies: {text}" for text in sorted(supplied)]
         converted: dict[str, int] = {}
         for r in self.results:
-            if r.details.get("pairing") and r.status != "unsupported":
-                converted[r.details["pairing"]] = converted.get(r.details["pairing"], 0) + 1
+            for key in ("pairing", "conventions"):
+                if r.details.get(key) and r.status != "unsupported":
+                    converted[r.details[key]] = converted.get(r.details[key], 0) + 1
         parts += [f"  converted ({n}): {text}" for text, n in sorted(converted.items())]
         reasons = sorted(self.unsupported.items(), key=lambda item: -item[1])
         shown = reasons if verbose else reasons[:8]

@@ -92,6 +92,17 @@ class Context:
         return self._index_dtype
 
     # -- inputs -------------------------------------------------------------------------
+    def draw_positions(self, rng: np.random.Generator, lo: int, hi: int, size: int) -> np.ndarray:
+        """``size`` positions in ``[lo, hi]``: independent draws, or a contiguous run
+        ``p0 + arange(size)`` for an implementation that takes positions as an offset (past
+        ``hi`` by up to ``size - 1`` where the range is shorter than the run)."""
+        declared = scope.conventions(self.backend, self.spec.function) or ""
+        if "non-negative" in declared and hi >= size - 1:
+            lo = max(lo, 0)
+        if "offset" in declared:  # a range shorter than the run: the run starts at lo
+            return int(rng.integers(lo, max(lo, hi - size + 1) + 1)) + np.arange(size)
+        return rng.integers(lo, hi + 1, size=size)
+
     @staticmethod
     def normal(shape: tuple[int, ...], seed: int) -> np.ndarray:
         """Quantised standard normals: exact in every float dtype under test."""

@@ -301,6 +301,8 @@ class Runner:
         result.provided_by = who
         if pairing and (converted := pairing.take_log()):
             result.details["pairing"] = converted
+        if (converts := scope.conventions(backend, spec.function)) and result.status != "unsupported":
+            result.details["conventions"] = converts
         if supplied := scope.posenc_supplies(backend, spec.function):
             result.details.setdefault("posenc_supplies", supplied)
         if result.failed and "whose" not in result.details:

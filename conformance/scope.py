@@ -58,6 +58,12 @@ def out_of_scope(backend: Backend, function: str, params: dict[str, Any]) -> str
     return str(reason) if reason else None
 
 
+def conventions(backend: Backend, function: str) -> str | None:
+    """The position conventions an adapter converts (offset, xPos centre), or None."""
+    override = backend.overrides.get(function)
+    return getattr(override, "posenc_conventions", None) if override is not None else None
+
+
 def posenc_supplies(backend: Backend, function: str) -> str | None:
     """What posenc computes for an adapter's override (e.g. cos/sin for ``apply(q, k, cos,
     sin)``), recorded with its results; None for a self-contained implementation."""

@@ -71,7 +71,7 @@ def norm_preserving(ctx: Context) -> None:
     @ctx.given(seed=SEEDS, top=st.integers(1, 2**16))
     def check(seed: int, top: int) -> None:
         x = ctx.normal((3, 4, DIM), seed)
-        positions = np.random.default_rng(seed).integers(0, top, size=4)
+        positions = ctx.draw_positions(np.random.default_rng(seed), 0, top - 1, 4)
         out = _rotate(ctx, x, positions)
         norms = np.linalg.norm(x, axis=-1)
         ctx.assert_close(np.linalg.norm(out, axis=-1), norms, "row norms",
@@ -130,7 +130,7 @@ def layout_permutation(ctx: Context) -> None:
     @ctx.given(seed=SEEDS, top=st.integers(1, 4096))
     def check(seed: int, top: int) -> None:
         x = ctx.normal((2, 7, DIM), seed)
-        positions = np.random.default_rng(seed).integers(0, top, size=7)
+        positions = ctx.draw_positions(np.random.default_rng(seed), 0, top - 1, 7)
         inter = _rotate(ctx, x, positions, layout="interleaved")
         half = _rotate(ctx, x[..., perm], positions, layout="half")[..., inverse]
         _close(ctx, half, inter, "P⁻¹ half(P x) vs interleaved(x)", x=x, positions=positions,
@@ -146,7 +146,7 @@ def partial_tail(ctx: Context) -> None:
     @ctx.given(seed=SEEDS, rotary_dim=st.sampled_from([2, 8, 16]))
     def check(seed: int, rotary_dim: int) -> None:
         x = ctx.normal((3, 5, dim), seed)
-        positions = np.random.default_rng(seed).integers(0, 2048, size=5)
+        positions = ctx.draw_positions(np.random.default_rng(seed), 0, 2047, 5)
         out = _rotate(ctx, x, positions, rotary_dim=rotary_dim)
         ctx.assert_equal(out[..., rotary_dim:], x[..., rotary_dim:], "pass-through features")
         head_x = np.ascontiguousarray(x[..., :rotary_dim])

@@ -96,7 +96,7 @@ def centre_independence(ctx: Context) -> None:
     def check(seed: int) -> None:
         rng = np.random.default_rng(seed)
         q, k = ctx.normal((4, DIM), seed), ctx.normal((5, DIM), seed + 1)
-        m, n = rng.integers(lo, hi + 1, size=4), rng.integers(lo, hi + 1, size=5)
+        m, n = ctx.draw_positions(rng, lo, hi, 4), ctx.draw_positions(rng, lo, hi, 5)
         logits, allowed = [], 0.0
         for c in (c1, c2):
             qo = ctx.run({"x": q, "positions": m}, kind="query", centre=c)
@@ -152,7 +152,7 @@ def is_scaled_rope(ctx: Context) -> None:
     @ctx.given(seed=SEEDS, kind=st.sampled_from(["query", "key"]))
     def check(seed: int, kind: str) -> None:
         x = ctx.normal((3, 6, dim), seed)
-        positions = np.random.default_rng(seed).integers(lo, hi + 1, size=6)
+        positions = ctx.draw_positions(np.random.default_rng(seed), lo, hi, 6)
         out = ctx.run({"x": x, "positions": positions}, kind=kind)
         expected = expected_xpos(x, positions, **{**p, "kind": kind})
         bound = float(np.abs(positions).max())
@@ -182,7 +182,7 @@ def key_query_inverse(ctx: Context) -> None:
     @ctx.given(seed=SEEDS)
     def check(seed: int) -> None:
         x = ctx.normal((2, 5, DIM), seed)
-        positions = np.random.default_rng(seed).integers(lo, hi + 1, size=5)
+        positions = ctx.draw_positions(np.random.default_rng(seed), lo, hi, 5)
         qo = ctx.run({"x": x, "positions": positions}, kind="query")
         ko = ctx.run({"x": x, "positions": positions}, kind="key")
         ratio = _zeta(rd) ** _power("query", positions, c, sb / 2)
