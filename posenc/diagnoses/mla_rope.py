@@ -1,5 +1,5 @@
 """Transforms of MLA's decoupled rope (``mla_rope``): the rotary slice at the front of q, the
-softmax scale's mscale once or not at all."""
+softmax scale's mscale once, not at all or twice (on cos/sin too)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,20 @@ def _mla_scale(power: int) -> Any:
     return apply
 
 
+def _mla_mscale_twice(ref: Reference, inputs: Arrays, params: dict[str, Any]) -> Any:
+    """cos/sin × YaRN's 0.1·mscale·ln s + 1 (DeepSeek's ratio over mscale_all_dim's factor
+    dropped) on top of the softmax scale's mscale²."""
+    scaling = params.get("scaling") or {}
+    factor = scaling.get("factor") or 1.0
+    if factor <= 1 or not scaling.get("mscale_all_dim"):
+        return call(ref, inputs, params)
+    doubled = {**scaling, "attention_factor": 0.1 * (scaling.get("mscale") or 1.0) * np.log(factor) + 1.0}
+    return call(ref, inputs, {**params, "scaling": doubled})
+
+
 register(
+    mla_mscale_twice=Transform("cos/sin × YaRN's mscale as well as the softmax scale × mscale²",
+                               _mla_mscale_twice, params=("scaling",), modules=("mla_rope",)),
     mla_rope_on_leading_slice=Transform(
         "rope on q's first qk_rope_head_dim features", _mla_leading_slice,
         inputs=("q", "k_rot"), modules=("mla_rope",)),

@@ -61,7 +61,7 @@ register(
     partial_rotary_on_full_width=Transform("rotary_dim = the full width", _full_width,
                                            inputs=("x",), params=("rotary_dim",)),
     attention_factor_missing=Transform("scaling attention_factor = 1", _no_attention_factor,
-                                       params=("scaling",), modules=("rope",)),
+                                       params=("scaling",), modules=("rope", "rope_frequencies")),
     angles_in_bfloat16=Transform("angles m·θ rounded to bfloat16", _angles_bfloat16,
                                  inputs=("x", "positions"), modules=("rope",)),
 )
