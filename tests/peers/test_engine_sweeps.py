@@ -310,7 +310,7 @@ def test_mlx_lm_yarn_ignores_truncate_false() -> None:
 @pytest.mark.parametrize(("family", "verdict", "pairing"), [
     ("llama", "conforms", "half"), ("cohere", "conforms", "interleaved"),
     ("deepseek_v3", "conforms", "interleaved"), ("phi3", "conforms", "half"),
-    ("glm", "diverges", ""), ("qwen2_vl", "not supported", "")])
+    ("glm", "diverges", ""), ("qwen2_vl", "conforms", "half"), ("olmo2", "conforms", "half")])
 def test_the_mlx_lm_sweep_on_representative_families(family: str, verdict: str,
                                                      pairing: str) -> None:
     pytest.importorskip("mlx_lm")
