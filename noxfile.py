@@ -13,6 +13,11 @@ scoreboard's run of each of the group's peers (``posenc peers --peer NAME --repo
 reported with the pip package that brings it. ``posenc peers --from-reports .nox/reports``
 (in the main environment) then writes docs/peers.md from those reports and the peers
 installed there. None of this runs in CI (``.ci/run``): engine tests skip there, saying why.
+
+The engine sweeps (``nox -s sweeps``): each ``peers/sweeps/<engine>.txt`` is the pinned
+environment of ``posenc sweep <engine>`` (session ``sweep-<engine>``), which writes
+``.nox/reports/sweep-<engine>.json`` beside the transformers sweep's report; ``sweeps-page``
+then merges them into docs/engines.md (``posenc sweep --from-reports .nox/reports``).
 """
 
 from __future__ import annotations
@@ -105,3 +110,53 @@ def peers(session: nox.Session) -> None:
     """Every peer group, each in its own environment."""
     for group in groups():
         session.notify(group)
+
+
+# -- the engine sweeps (posenc sweep <engine>; docs/engines.md) ---------------------------------
+SWEEP_ENVS = ROOT / "peers" / "sweeps"
+
+
+def sweep_engines() -> list[str]:
+    return sorted(path.stem for path in SWEEP_ENVS.glob("*.txt"))
+
+
+def run_sweep(session: nox.Session, engine: str) -> None:
+    """The engine's pinned environment, the transformers sweep's report (the pairing and the
+    unrotated layers the engine is held to), the engine's sweep and its tests."""
+    session.install(TORCH)
+    session.install("-r", str(SWEEP_ENVS / f"{engine}.txt"))
+    session.install("--no-deps", "-e", ".")
+    session.install(*light_dependencies())
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    truth = REPORTS / "sweep-transformers.json"
+    session.run("posenc", "sweep", "transformers", "--json", str(truth), "--out", str(REPORTS))
+    session.run("posenc", "sweep", engine, "--truth", str(truth), "--out", str(REPORTS))
+    session.run("python", "-m", "pytest", "-q", "-rs", "tests/peers/test_engine_sweeps.py",
+                "--rootdir", str(ROOT), "-p", "no:cacheprovider")
+
+
+def _define_sweep(engine: str) -> None:
+    @nox.session(name=f"sweep-{engine}")
+    def session(session: nox.Session) -> None:
+        run_sweep(session, engine)
+
+    session.__doc__ = f"posenc sweep {engine} in peers/sweeps/{engine}.txt's environment"
+
+
+for _engine in sweep_engines():
+    _define_sweep(_engine)
+
+
+@nox.session(venv_backend="none")
+def sweeps(session: nox.Session) -> None:
+    """Every engine sweep, each in its own environment, then docs/engines.md from the reports."""
+    for engine in sweep_engines():
+        session.notify(f"sweep-{engine}")
+    session.notify("sweeps-page")
+
+
+@nox.session(name="sweeps-page", venv_backend="none")
+def sweeps_page(session: nox.Session) -> None:
+    """docs/engines.md from .nox/reports/sweep-*.json (posenc sweep --from-reports)."""
+    session.run("posenc", "sweep", "--from-reports", str(REPORTS), "--out", "docs",
+                external=True)

@@ -136,9 +136,9 @@ def _cmd_peers(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from posenc.conformance import family_sweep
+    from posenc.conformance.sweeps import command
 
-    return family_sweep.main_args(args)
+    return command.main_args(args)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -258,11 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "`nox -s peers`), running the others here")
     p.set_defaults(func=_cmd_peers)
 
-    p = sub.add_parser("sweep", help="check every model family of a library (transformers) "
-                                     "from its config; a full run writes docs/families.md")
-    from posenc.conformance import family_sweep  # imports no framework
+    p = sub.add_parser("sweep", help="check every model family of transformers or an engine "
+                                     "(mlx-lm); --from-reports writes docs/engines.md")
+    from posenc.conformance.sweeps import command as sweep_command  # imports no framework
 
-    family_sweep.add_arguments(p)
+    sweep_command.add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("bench", help="time posenc against its peers (transformers, "

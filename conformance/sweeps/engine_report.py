@@ -1,0 +1,198 @@
+"""One engine's sweep: its verdict per family, the float64 grading of a rotation the engine
+computed, the forked run of one family and the report file that ``posenc sweep
+--from-reports`` merges.
+
+The truth is posenc's float64 reading of the family's config
+(:func:`posenc.conformance.family_reading.expected_layers`, rotated by
+:func:`~posenc.conformance.family_reading.rotate`): where the transformers sweep finds the
+family's module conforming, that is transformers' rotation within its profile; where it does
+not, posenc's function. The pairing is held to the one the transformers sweep found for the
+family (the engines load the same weights), when its report is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posenc.errors import PosencError
+
+from ..family_reading import LAYOUTS, Finding, LayerRope, grade, rotate
+from ..tolerances import PROFILES
+
+VERDICTS = ("conforms", "diverges", "not supported", "not checkable")
+REPORT = "sweep-{}.json"  # an engine's report in a --from-reports folder
+TIMEOUT = 300.0  # seconds for one family, in its own process
+
+
+@dataclass
+class EngineRow:
+    """An engine's verdict on one family (a transformers model folder)."""
+
+    family: str
+    verdict: str  # one of VERDICTS
+    model_type: str = ""
+    architecture: str = ""  # the engine's code that handled it (mlx_lm.models.llama)
+    profile: str | None = None
+    max_abs: float = 0.0
+    pairing: str = ""
+    reason: str = ""
+    adjudication: str = ""  # a settled divergence: engine bug / convention / posenc gap
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["findings"] = [f.__dict__ for f in self.findings]
+        out["max_abs"] = float(self.max_abs) if np.isfinite(self.max_abs) else None
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineRow:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        values["findings"] = [Finding(**f) for f in data.get("findings", [])]
+        values["max_abs"] = float("inf") if data.get("max_abs") is None else data["max_abs"]
+        return cls(**values)
+
+
+# -- grading ---------------------------------------------------------------------------------------
+def fit(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRope,
+        pairings: tuple[str, ...] = LAYOUTS) -> tuple[str | None, float, str, bool]:
+    """``(tightest profile, max abs error, pairing, judgeable)`` of the pairing among
+    ``pairings`` that fits the engine's ``y = rope(x)`` best (x, y [b, h, s, d] float32 values
+    as float64, positions [b, s]); not judgeable: float32 cannot resolve angles this large
+    under any profile."""
+    scale = max(float(np.max(np.abs(x))), 1e-30)
+    bound = float(np.max(np.abs(positions)))
+    best: tuple[str | None, float, str] = (None, float("inf"), pairings[0])
+    judged = True
+    for layout in pairings:
+        try:
+            want = rotate(x, positions, layer, layout)
+        except (PosencError, ValueError):
+            continue
+        g, err, judged = grade(y, want, scale=scale, angle_bound=bound)
+        if g is not None and (best[0] is None or PROFILES.index(g) < PROFILES.index(best[0])):
+            best = (g, err, layout)
+        elif best[0] is None and err < best[1]:
+            best = (None, err, layout)
+    return (*best, judged)
+
+
+def _variants(layer: LayerRope, width: int) -> list[tuple[str, str, LayerRope | None]]:
+    """The readings of a config a port gets wrong: (diagnosis, config field, the layer as that
+    reading has it; None: no rotation)."""
+    scaling = dict(layer.scaling or {})
+    out: list[tuple[str, str, LayerRope | None]] = []
+    if width == layer.head_dim and (layer.rotary_dim or scaling.get("partial_rotary_factor")
+                                    not in (None, 1.0)):
+        out.append(("rotates the whole head: the partial rotary width is ignored",
+                    "partial_rotary_factor", LayerRope(layer.head_dim, {
+                        k: v for k, v in scaling.items() if k != "partial_rotary_factor"})))
+    if float(scaling.get("rope_theta", 10000.0)) != 10000.0:
+        out.append(("the config's rope_theta is not read (base 10000)", "rope_theta",
+                    LayerRope(layer.head_dim, {**scaling, "rope_theta": 10000.0},
+                              layer.rotary_dim)))
+    if scaling.get("rope_type", "default") != "default":
+        plain = {k: scaling[k] for k in ("rope_theta", "partial_rotary_factor") if k in scaling}
+        out.append(("the rope scaling is dropped (default frequencies)", "rope_scaling",
+                    LayerRope(layer.head_dim, {"rope_type": "default", **plain},
+                              layer.rotary_dim)))
+    if scaling.get("rope_type") == "yarn" and scaling.get("truncate") is False:
+        out.append(("YaRN's truncate: false is not read (the correction range is floored and "
+                    "ceiled)", "rope_scaling.truncate",
+                    LayerRope(layer.head_dim, {**scaling, "truncate": True}, layer.rotary_dim)))
+    if scaling.get("rope_type") == "longrope" and "long_factor" in scaling:
+        out.append(("short_factor is never read: long_factor at every length",
+                    "rope_scaling.short_factor",
+                    LayerRope(layer.head_dim, {**scaling, "short_factor": scaling["long_factor"]},
+                              layer.rotary_dim)))
+    out.append(("not rotated", "layer_types / no_rope_layers", None))
+    return out
+
+
+def diagnose(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRope,
+             pairing: str) -> tuple[str, str]:
+    """The first misreading whose float64 rotation the engine's ``y`` meets, and its field."""
+    scale = max(float(np.max(np.abs(x))), 1e-30)
+    bound = float(np.max(np.abs(positions)))
+    for note, where, variant in _variants(layer, x.shape[-1]):
+        try:
+            want = x if variant is None else rotate(x, positions, variant, pairing)
+        except (PosencError, ValueError):
+            continue
+        if grade(y, want, scale=scale, angle_bound=bound)[0] is not None:
+            return note, where
+    return "", ""
+
+
+# -- one family in its own process ------------------------------------------------------------------
+def _child(fn: Callable[[Any], Any], arg: Any, pipe: Any) -> None:
+    try:
+        pipe.send(("ok", fn(arg)))
+    except BaseException as exc:  # the parent reports it as the family's verdict
+        from posenc.backends.transformers_observation import last_frame
+
+        pipe.send(("error", last_frame(exc)))
+    finally:
+        pipe.close()
+
+
+def run_forked(fn: Callable[[Any], Any], arg: Any, timeout: float = TIMEOUT) -> Any:
+    """``fn(arg)`` in a forked process; RuntimeError saying why when it gives no result."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(fn, arg, send), daemon=True)
+    process.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            raise RuntimeError(f"no result in {timeout:.0f} s")
+        kind, value = receive.recv()
+    except EOFError:
+        process.join(5.0)
+        raise RuntimeError(f"the process died (exit code {process.exitcode})") from None
+    finally:
+        process.join(5.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        receive.close()
+    if kind == "error":
+        raise RuntimeError(value)
+    return value
+
+
+# -- the report ----------------------------------------------------------------------------------
+def code_hash(files: list[Path], engine_version: str) -> str:
+    """sha256 of the sweep's code and the engine version it ran."""
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode())
+        digest.update(file.read_bytes().replace(b"\r\n", b"\n"))
+    digest.update(engine_version.encode())
+    return digest.hexdigest()
+
+
+def write_report(path: Path, engine: str, versions: dict[str, str], seconds: float,
+                 rows: list[EngineRow], code: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"engine": engine, "versions": versions,
+                                "seconds": round(seconds, 1), "code": code,
+                                "families": [r.as_dict() for r in rows]}, indent=1) + "\n",
+                    encoding="utf-8")
+
+
+def counts(rows: list[EngineRow]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in rows:
+        out[row.verdict] = out.get(row.verdict, 0) + 1
+    return out

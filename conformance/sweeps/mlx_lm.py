@@ -1,0 +1,297 @@
+"""``posenc sweep mlx-lm``: what mlx-lm's own model classes rotate, family by family.
+
+For each transformers family (:func:`posenc.backends.transformers_families.discover`), its
+config class with the sizes shrunk (the transformers sweep's ``tiny_config``) is given to
+mlx-lm as a hub ``config.json`` carries it (:func:`hub_config`). mlx-lm picks its module
+(``mlx_lm.utils._get_classes``: ``mlx_lm.models.<model_type>`` after its own remapping) and
+builds the ``Model`` on CPU, no weights. Then:
+
+- **wiring**: every attention layer's rope module is wrapped with a recorder and the model
+  runs a prefill of 6 tokens and a decode step with its KV cache: each call's q or k, the
+  rotated result and the cache offset the layer passed are kept; a layer that never calls its
+  rope is one the engine leaves unrotated;
+- **positions**: each layer's recorded module is applied as the attention applies it
+  (``rope(x, offset=o)``) to a prefill of 8 positions and to single decode tokens at 100, at
+  the original context - 1, + 0, + 1 and at twice it.
+
+Each rotation is graded against posenc's float64 rotation of that layer's rope
+(:mod:`.engine_report`), in the pairing the transformers sweep found for the family.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..family_reading import (
+    LAYOUTS,
+    Finding,
+    LayerRope,
+    expected_layers,
+    grade,
+    loosest,
+    rotate,
+)
+from .engine_report import EngineRow, diagnose, fit, run_forked
+
+ENGINE = "mlx-lm"
+# divergences settled in float64: (family, diagnosis substring) -> adjudication
+# (tests/peers/test_engine_sweeps.py holds each with an independent float64 computation)
+ADJUDICATED = {
+    ("glm", "partial rotary width is ignored"): (
+        "mlx-lm bug: glm.py builds nn.RoPE over the whole head and never reads "
+        "partial_rotary_factor (0.5 for GLM): every feature is rotated where transformers "
+        "rotates half (known-issues.md#mlx-lm-0322-glm-rotates-the-whole-head-not-"
+        "partial_rotary_factor-of-it)"),
+    ("gpt_oss", "truncate: false is not read"): (
+        "mlx-lm bug: YarnRoPE always floors and ceils the correction range; gpt-oss's "
+        "truncate: false asks for the unrounded one, as transformers and OpenAI's reference "
+        "compute it (known-issues.md#mlx-lm-0322-yarn-ignores-truncate-false-gpt-oss)"),
+    ("muse_spark", "pairs as 'interleaved'"): (
+        "documented convention: sanitize() reorders each head's q and k projection rows with "
+        "interleave_rope_rows, (i, i + d/2) -> (2i, 2i + 1), so the interleaved rope on the "
+        "loaded weights rotates the pairs transformers rotates (scores equal); the forward "
+        "itself needs Metal (qk_norm_rope)"),
+}
+
+
+# -- in the child process ----------------------------------------------------------------------
+def observe(family: Any) -> dict[str, Any]:
+    """What mlx-lm computes for the family (run in a forked process; see
+    :mod:`.mlx_lm_observer`)."""
+    import mlx.core as mx
+    from mlx_lm.utils import _get_classes
+
+    from posenc.backends.transformers_families import table_positions
+
+    from . import mlx_lm_observer as seen
+
+    mx.set_default_device(mx.cpu)
+    config_obj, config, why = seen.tiny(family)
+    if config is None:
+        return {"model_type": "", "unsupported": "", "problem": why}
+    obs: dict[str, Any] = {"model_type": config.get("model_type", ""), "config": config}
+    hub = seen.hub_config(config)
+    try:
+        model_cls, args_cls = _get_classes(hub)
+    except ValueError as exc:
+        if family.name == hub.get("model_type"):
+            return {**obs, "unsupported": str(exc)}
+        # a composite family (Qwen2-VL): its hub config names the family's model_type and
+        # holds the text model's config as text_config
+        hub = {**hub, "model_type": family.name, "text_config": hub}
+        try:
+            model_cls, args_cls = _get_classes(hub)
+        except ValueError:
+            return {**obs, "unsupported": str(exc)}
+        obs["model_type"] = family.name
+    obs["architecture"] = model_cls.__module__
+    model = model_cls(args_cls.from_dict(seen.with_config_fields(hub, args_cls, config_obj)))
+    obs["layers"] = len(seen.block_indices(model)) or int(config.get("num_hidden_layers") or 0)
+    recording, obs["forward"] = seen.record_forward(model)
+    obs["calls"] = recording.calls
+    modules = seen.rope_modules(model)
+    replays = dict(recording.replays)
+    for index, (_, _, rope) in modules.items():  # a layer the forward did not reach
+        replays.setdefault(index, lambda x, o, rope=rope: rope(x, offset=o))
+    offsets = sorted({p for p in table_positions(_Attributes(config)) if p >= 100})
+    widths = {c["layer"]: c["x"].shape[-1] for c in recording.calls}
+    dims = {c["layer"]: c["dims"] for c in recording.calls}
+    obs["applied"] = []
+    for index, replay in replays.items():
+        rope = modules.get(index, (None, None, None))[2]
+        width = widths.get(index) or int(getattr(rope, "dims", 0) or config.get("head_dim") or 16)
+        try:
+            obs["applied"] += [dict(c, layer=index) for c in seen.apply(
+                replay, width, offsets, dims.get(index, getattr(rope, "dims", None)))]
+        except Exception as exc:
+            from posenc.backends.transformers_observation import last_frame
+
+            obs.setdefault("apply_problems", {})[index] = last_frame(exc)
+    return obs
+
+
+class _Attributes:
+    """A config dict read as attributes (what table_positions reads)."""
+
+    def __init__(self, values: dict[str, Any]):
+        self.__dict__.update(values)
+
+
+# -- the verdict -------------------------------------------------------------------------------
+def _positions(call: dict[str, Any]) -> np.ndarray:
+    x = call["x"]
+    offset = np.asarray(call["offset"], dtype=np.int64).reshape(-1)
+    return (offset[:, None] + np.arange(x.shape[-2])[None, :]).repeat(
+        x.shape[0] // max(len(offset), 1) or 1, 0)[: x.shape[0]]
+
+
+def allowed(pairings: tuple[str, ...]) -> tuple[str, ...]:
+    """The pairings equivalent to the family's: DeepSeek's de-interleave rotates the same
+    pairs (2i, 2i+1) as the interleaved pairing and only writes them in another order, the same
+    for q and k, so the attention scores are equal."""
+    extra = {"deinterleave": "interleaved", "interleaved": "deinterleave"}
+    return tuple(dict.fromkeys([*pairings, *(extra[p] for p in pairings if p in extra)]))
+
+
+def _finding(call: dict[str, Any], layer: LayerRope, pairings: tuple[str, ...], part: str,
+             what: str) -> tuple[Finding | None, str | None]:
+    """The graded call and the pairing it fits (finding None: float32 cannot be judged
+    at these positions)."""
+    x, y = call["x"], call["y"]
+    if x.ndim != 4 or x.shape != y.shape:
+        return Finding(part, what, None, float("inf"), f"shapes {x.shape} -> {y.shape}"), None
+    pos = np.broadcast_to(_positions(call), (x.shape[0], x.shape[2]))
+    dims = call.get("dims")
+    if layer.scaling is not None and x.shape[-1] != layer.head_dim and dims and \
+            dims < x.shape[-1]:
+        # the engine rotates part of a head of another width than posenc's reading: a size
+        # the model code derives otherwise (RecurrentGemma: hidden / heads), or a rope part
+        # inside a wider head (DeepSeek-V3.2's indexer: qk_rope_head_dim of index_head_dim).
+        # posenc's reading of that head: the partial factor of it, else the rope part's width
+        partial = (layer.scaling or {}).get("partial_rotary_factor") not in (None, 1.0)
+        layer = LayerRope(x.shape[-1], layer.scaling,
+                          layer.rotary_dim or (None if partial else layer.head_dim),
+                          layer.layer_type, layer.declared)
+    if layer.scaling is None:
+        g, err, _ = grade(y, x, scale=max(float(np.max(np.abs(x))), 1e-30), angle_bound=0.0)
+        return Finding(part, what, g, err, "" if g else "rotates a layer posenc reads as NoPE",
+                       "" if g else "layer_types / no_rope_layers"), None
+    g, err, pairing, judged = fit(x, y, pos, layer, allowed(pairings))
+    if not judged:
+        return None, None
+    if g is not None:
+        return Finding(part, what, g, err), pairing
+    other = fit(x, y, pos, layer)
+    if other[0] is not None:
+        return Finding(part, what, None, err, f"pairs as {other[2]!r} where transformers pairs "
+                       f"as {'/'.join(pairings)!r}", "traditional"), None
+    note, where = diagnose(x, y, pos, layer, pairing)
+    return Finding(part, what, None, err, note or "no reading posenc knows matches", where), None
+
+
+def judge(family: str, obs: dict[str, Any], pairings: tuple[str, ...] = LAYOUTS,
+          unrotated: frozenset[int] = frozenset()) -> EngineRow:
+    """The verdict on one observation: each rotation against posenc's float64 rotation of its
+    layer, in ``pairings`` (the transformers sweep's for the family), with the ``unrotated``
+    layers transformers' module leaves unrotated where posenc's reader has no rule."""
+    row = EngineRow(family, "not checkable", model_type=obs.get("model_type", ""),
+                    architecture=obs.get("architecture", ""))
+    if "unsupported" in obs:
+        row.verdict = "not supported" if obs["unsupported"] else "not checkable"
+        row.reason = obs.get("problem") or f"mlx-lm: {obs['unsupported']}"
+        return row
+    config = obs["config"]
+    n = obs["layers"] or int(config.get("num_hidden_layers") or 0)
+    layers, _ = expected_layers(config, n)
+    for i in unrotated:  # transformers' module is the truth where posenc has a spec gap
+        if i < len(layers):
+            layers[i] = LayerRope(layers[i].head_dim, None, layer_type=layers[i].layer_type)
+    findings: list[Finding] = []
+    used: set[str] = set()
+    unjudged: list[int] = []
+    called = {c["layer"] for c in obs["calls"]}
+    for part, calls in (("wiring", obs["calls"]), ("positions", obs["applied"])):
+        for call in calls:
+            i = call["layer"]
+            if i >= len(layers) or not layers[i].attention:
+                continue
+            if part == "positions" and not obs["forward"] and i not in called:
+                continue  # the forward ran and this layer never called the rope it holds
+            finding, pairing = _finding(call, layers[i], pairings, part,
+                                        f"layer {i} {call['phase']}")
+            if finding is None:
+                unjudged.append(int(np.max(call["offset"])))
+                continue
+            findings.append(finding)
+            used |= {pairing} if pairing else set()
+    if not obs["forward"] and called:  # the forward ran and rotated: a layer that did not is
+        # unrotated (no call at all: the model rotates in a way the recorder does not see)
+        for i, layer in enumerate(layers):
+            if layer.attention and layer.scaling is not None and i not in called:
+                findings.append(Finding("wiring", f"layer {i}", None, float("inf"),
+                                        "no rotation in the forward of a layer posenc reads "
+                                        "as rotated", "layer_types / no_rope_layers"))
+    if unjudged:
+        obs = {**obs, "unjudged": min(unjudged)}
+    return _decide(row, findings, obs, used)
+
+
+def _decide(row: EngineRow, findings: list[Finding], obs: dict[str, Any],
+            used: set[str]) -> EngineRow:
+    row.findings = findings
+    row.pairing = "/".join(sorted(used))
+    notes = [f"forward not run: {obs['forward']}"] if obs["forward"] else []
+    notes += [f"layer {i}: {p}" for i, p in obs.get("apply_problems", {}).items()]
+    if "unjudged" in obs:
+        notes.append(f"positions {obs['unjudged']}+ not judgeable in float32")
+    if not findings:
+        row.reason = "; ".join(notes) or "no attention layer holds a rope module"
+        return row
+    row.max_abs = max((f.max_abs for f in findings if np.isfinite(f.max_abs)), default=0.0)
+    failed = [f for f in findings if f.grade is None]
+    if failed:
+        row.verdict = "diverges"
+        groups: dict[tuple[str, str], list[str]] = {}
+        for f in failed:
+            groups.setdefault((f.note, f.field), []).append(f.what)
+        notes = [f"{note}" + (f" [{where}]" if where else "") + f" ({', '.join(w[:3])}"
+                 + (f" and {len(w) - 3} more" if len(w) > 3 else "") + ")"
+                 for (note, where), w in groups.items()] + notes
+    else:
+        row.verdict = "conforms"
+        row.profile = loosest(f.grade for f in findings)
+    row.reason = "; ".join(notes)
+    for (family, key), text in ADJUDICATED.items():
+        if family == row.family and key in row.reason:
+            row.adjudication = text
+    return row
+
+
+# -- the sweep -----------------------------------------------------------------------------------
+def versions() -> dict[str, str]:
+    import sys
+    from importlib.metadata import version
+
+    return {"mlx-lm": version("mlx-lm"), "mlx": version("mlx"),
+            "transformers": version("transformers"), "python": sys.version.split()[0]}
+
+
+def sweep_files() -> list[Path]:
+    here = Path(__file__).parent
+    return [here / "mlx_lm.py", here / "mlx_lm_observer.py", here / "engine_report.py",
+            here.parent / "family_reading.py"]
+
+
+def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
+          progress: Any = None) -> list[EngineRow]:
+    """The verdicts on ``families``, each observed in a forked process; ``truth``: the
+    transformers sweep's pairings and unrotated layers per family (:func:`.command.truth`)."""
+    import mlx.core  # noqa: F401  (imported once, before the forks)
+    import mlx_lm.utils  # noqa: F401
+    import transformers  # noqa: F401
+
+    rows = []
+    for family in families:
+        if progress:
+            progress(family.name)
+        start = time.perf_counter()
+        try:
+            obs = run_forked(observe, family)
+            known = truth.get(family.name, {})
+            row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
+                        frozenset(known.get("unrotated", ())))
+        except Exception as exc:  # the sweep goes on
+            row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
+        row.seconds = time.perf_counter() - start
+        rows.append(row)
+    return rows
+
+
+def reference_rotation(x: np.ndarray, positions: np.ndarray, layer: LayerRope,
+                       pairing: str) -> np.ndarray:
+    """posenc's float64 rotation the sweep holds a layer to (for the tests)."""
+    return rotate(x, positions, layer, pairing)

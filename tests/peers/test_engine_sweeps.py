@@ -1,0 +1,338 @@
+"""The engine sweeps (conformance/sweeps/) and docs/engines.md.
+
+The judge is tested on synthetic observations whose rotations are written out here in float64
+(not with posenc), correct and with the bugs a port makes planted; the merger on small reports
+written here; the page's freshness against the reports kept beside it. The engines themselves
+run only where they are installed (``nox -s sweeps``): the last tests skip elsewhere, and hold
+each engine bug of docs/known-issues.md with an independent float64 computation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posenc.conformance.sweeps import command, engine_page
+from posenc.conformance.sweeps import mlx_lm as mlx_sweep
+from posenc.conformance.sweeps.engine_report import EngineRow, run_forked
+from posenc.conformance.sweeps.mlx_lm_observer import hub_config
+
+from ..conftest import ROOT, run_cli
+
+CONFIG = {"model_type": "synthetic", "vocab_size": 256, "hidden_size": 64,
+          "num_attention_heads": 4, "head_dim": 16, "num_hidden_layers": 2,
+          "max_position_embeddings": 64,
+          "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0,
+                              "partial_rotary_factor": 0.5}}
+
+
+def _rotate(x: np.ndarray, start: int, *, base: float, width: int,
+            pairing: str = "half") -> np.ndarray:
+    """RoFormer's rotation of the first ``width`` features of x [b, h, s, d] at positions
+    start, start + 1, ..., by hand."""
+    out = x.copy()
+    pos = start + np.arange(x.shape[2], dtype=np.float64)
+    half = width // 2
+    for i in range(half):
+        theta = base ** (-2.0 * i / width)
+        a, b = (i, i + half) if pairing == "half" else (2 * i, 2 * i + 1)
+        c, s = np.cos(pos * theta), np.sin(pos * theta)
+        out[..., a] = x[..., a] * c - x[..., b] * s
+        out[..., b] = x[..., b] * c + x[..., a] * s
+    return out
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float32).astype(np.float64)
+
+
+def _observation(mutate: str = "", *, calls_on: tuple[int, ...] = (0, 1)) -> dict:
+    """What an engine records for a two-layer family rotating 8 of 16 features with base
+    5e5, in float32, or with one bug planted."""
+    rng = np.random.default_rng(0)
+    calls, applied = [], []
+    for kind, phase, length, offset in (("calls", "prefill", 6, 0), ("calls", "decode", 1, 6),
+                                        ("applied", "prefill at 0", 8, 0),
+                                        ("applied", "decode at 100", 1, 100)):
+        for layer in calls_on:
+            x = _f32(rng.standard_normal((1, 2, length, 16)))
+            base, width, pairing = 500000.0, 8, "half"
+            if mutate == "base":
+                base = 10000.0
+            if mutate == "full width":
+                width = 16
+            if mutate == "interleaved":
+                pairing = "interleaved"
+            y = _rotate(x, offset, base=base, width=width, pairing=pairing)
+            if mutate == "nope" and layer == 1:
+                y = x
+            record = {"layer": layer, "phase": phase, "x": x, "y": _f32(y),
+                      "offset": np.array([offset]), "dims": width}
+            (calls if kind == "calls" else applied).append(record)
+    return {"model_type": "synthetic", "config": dict(CONFIG), "layers": 2, "forward": "",
+            "calls": calls, "applied": applied, "architecture": "engine.synthetic"}
+
+
+def test_a_correct_engine_conforms_in_the_familys_pairing() -> None:
+    row = mlx_sweep.judge("synthetic", _observation(), ("half",))
+    assert row.verdict == "conforms", row.reason
+    assert row.profile in ("exact", "conventional") and row.pairing == "half"
+    assert {f.part for f in row.findings} == {"wiring", "positions"}
+
+
+@pytest.mark.parametrize(("mutant", "diagnosis", "field"), [
+    ("base", "rope_theta is not read", "rope_theta"),
+    ("full width", "partial rotary width is ignored", "partial_rotary_factor"),
+    ("interleaved", "pairs as 'interleaved' where transformers pairs as 'half'", "traditional"),
+])
+def test_a_planted_bug_diverges_with_its_diagnosis(mutant: str, diagnosis: str,
+                                                   field: str) -> None:
+    row = mlx_sweep.judge("synthetic", _observation(mutant), ("half",))
+    assert row.verdict == "diverges"
+    assert diagnosis in row.reason and f"[{field}" in row.reason, row.reason
+
+
+def test_an_unrotated_layer_diverges_unless_transformers_leaves_it_unrotated() -> None:
+    obs = _observation(calls_on=(0,))
+    row = mlx_sweep.judge("synthetic", obs, ("half",))
+    assert row.verdict == "diverges" and "no rotation in the forward" in row.reason
+    # a spec-gap family whose transformers module leaves layer 1 unrotated: the truth
+    assert mlx_sweep.judge("synthetic", obs, ("half",), frozenset({1})).verdict == "conforms"
+
+
+def test_an_identity_on_a_rotated_layer_is_named() -> None:
+    row = mlx_sweep.judge("synthetic", _observation("nope"), ("half",))
+    assert row.verdict == "diverges" and "not rotated" in row.reason
+
+
+def test_a_model_whose_rotations_the_recorder_does_not_see_is_not_a_divergence() -> None:
+    obs = _observation()
+    obs["calls"], obs["applied"] = [], []
+    row = mlx_sweep.judge("synthetic", obs, ("half",))
+    assert row.verdict == "not checkable"
+
+
+def test_deinterleaving_is_the_same_pairs_as_interleaving() -> None:
+    """DeepSeek's rope_interleave writes the rotated pairs (2i, 2i+1) in another order, the same
+    for q and k: an engine rotating them in place conforms."""
+    row = mlx_sweep.judge("synthetic", _observation("interleaved"), ("deinterleave",))
+    assert row.verdict == "conforms", row.reason
+
+
+def test_positions_float32_cannot_resolve_are_not_judged() -> None:
+    """An engine's float32 rotation at position 2^22 with base 1e4 (angles to 4e6 rad) is not
+    judged (neither conforming nor diverging): the row says so."""
+    obs = _observation()
+    x = obs["applied"][-1]["x"]
+    far = _f32(_rotate(x, 2**22, base=500000.0, width=8) + 1e-3)
+    obs["applied"].append({**obs["applied"][-1], "y": far, "offset": np.array([2**22]),
+                           "phase": "decode at 4194304"})
+    row = mlx_sweep.judge("synthetic", obs, ("half",))
+    assert row.verdict == "conforms" and "4194304+ not judgeable" in row.reason
+
+
+def test_an_unsupported_family_is_said_so() -> None:
+    row = mlx_sweep.judge("x", {"model_type": "x", "unsupported": "Model type x not supported."})
+    assert (row.verdict, row.reason) == ("not supported", "mlx-lm: Model type x not supported.")
+
+
+def test_the_hub_config_spells_rope_parameters_as_the_hub_does() -> None:
+    hub = hub_config({**CONFIG, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "partial_rotary_factor": 0.5,
+        "original_max_position_embeddings": 4096}})
+    assert hub["rope_theta"] == hub["rotary_emb_base"] == 1e6
+    assert hub["partial_rotary_factor"] == hub["rotary_pct"] == 0.5
+    assert hub["rope_scaling"] == {"rope_type": "yarn", "type": "yarn", "factor": 4.0,
+                                   "original_max_position_embeddings": 4096}
+    plain = hub_config(CONFIG)
+    assert plain["rope_scaling"] is None and plain["head_dim"] == 16
+    layered = hub_config({**CONFIG, "layer_types": ["sliding_attention", "full_attention"],
+                          "per_layer_config": {"1": {"head_dim": 32}}, "rope_parameters": {
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                              "full_attention": {"rope_type": "default", "rope_theta": 1e6}}})
+    assert (layered["rope_theta"], layered["rope_local_base_freq"]) == (1e6, 1e4)
+    assert layered["global_head_dim"] == 32
+
+
+def test_the_truth_reads_pairings_and_unrotated_layers(tmp_path: Path) -> None:
+    report = {"families": [
+        {"family": "a", "verdict": "conforms", "pairing": "deinterleave/half", "findings": []},
+        {"family": "b", "verdict": "spec gap", "pairing": "half", "findings": [
+            {"what": "layer 3 (full_attention)", "note": "no rotation recorded on a layer "
+             "posenc reads as rotated"}]}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(report))
+    truth = command.truth(str(path))
+    assert truth["a"] == {"pairings": ("deinterleave", "half"), "unrotated": set()}
+    assert truth["b"] == {"pairings": ("half",), "unrotated": {3}}
+
+
+def _boom(_: object) -> None:
+    raise ValueError("planted")
+
+
+def test_a_family_that_raises_costs_its_own_verdict_only() -> None:
+    assert run_forked(abs, -3) == 3
+    with pytest.raises(RuntimeError, match="ValueError: planted"):
+        run_forked(_boom, None)
+
+
+# -- the merged page -----------------------------------------------------------------------------
+def _reports(tmp_path: Path) -> Path:
+    rows = [EngineRow("llama", "conforms", "llama", profile="conventional"),
+            EngineRow("glm", "diverges", "glm", reason="rotates the whole head",
+                      adjudication="mlx-lm bug: (known-issues.md#mlx-lm-glm)"),
+            EngineRow("bloom", "not checkable", reason="an ALiBi family"),
+            EngineRow("qwen2_vl", "not supported", "qwen2_vl")]
+    (tmp_path / "sweep-mlx-lm.json").write_text(json.dumps({
+        "engine": "mlx-lm", "versions": {"mlx-lm": "0"}, "seconds": 1.0, "code": "x",
+        "families": [r.as_dict() for r in rows]}))
+    (tmp_path / "sweep-transformers.json").write_text(json.dumps({
+        "versions": {"transformers": "5"}, "seconds": 2.0, "families": [
+            {"family": "llama", "verdict": "conforms", "profile": "exact", "reason": ""},
+            {"family": "afmoe", "verdict": "spec gap", "profile": None, "reason": "NoPE"}]}))
+    return tmp_path
+
+
+def test_the_page_has_a_cell_per_family_and_engine(tmp_path: Path) -> None:
+    text = engine_page.markdown(engine_page.read_reports(_reports(tmp_path)))
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in text.splitlines() if line.startswith("| `")}
+    assert set(rows) == {"`llama`", "`glm`", "`bloom`", "`qwen2_vl`", "`afmoe`"}
+    _, transformers, vllm, mlx, llama_cpp = rows["`llama`"]
+    assert (transformers, mlx) == ("conforms (exact)", "conforms (conventional)")
+    assert vllm == llama_cpp == "not run"
+    assert rows["`glm`"][3].startswith("**diverges**: rotates the whole head")
+    assert "(sweeps/sweep-mlx-lm.json)" in rows["`glm`"][3]
+    assert "(known-issues.md#mlx-lm-glm)" in rows["`glm`"][3]
+    assert rows["`bloom`"][3] == "not checkable: an ALiBi family"
+    assert rows["`qwen2_vl`"][3] == "not supported"
+    assert rows["`afmoe`"][1] == "spec gap: NoPE" and rows["`afmoe`"][3] == "not swept"
+    assert "**vLLM**: not run" in text
+
+
+def test_from_reports_writes_the_page_and_keeps_the_evidence(tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    done = run_cli("sweep", "--from-reports", str(_reports(tmp_path)), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (out / "engines.md").exists() and (out / "sweeps" / "sweep-mlx-lm.json").exists()
+    # the page made from reports whose mlx-lm sweep code is not this one is stale
+    assert "other sweep code" in (engine_page.check(out) or "")
+
+
+def test_engines_page_is_fresh() -> None:
+    """docs/engines.md records a hash of the merger and of the reports beside it; each engine
+    report records a hash of its sweep's code and the engine version."""
+    assert engine_page.check(ROOT / "docs") is None, "docs/engines.md is stale: run " \
+        "`nox -s sweeps`"
+
+
+def test_the_page_meets_the_coverage_it_claims() -> None:
+    reports = engine_page.read_reports(ROOT / "docs" / engine_page.EVIDENCE)
+    checked = [r for r in reports["mlx-lm"]["families"] if r["verdict"] in ("conforms",
+                                                                           "diverges")]
+    assert len(checked) >= 60
+    for row in reports["mlx-lm"]["families"]:
+        if row["verdict"] == "diverges":
+            assert row["adjudication"], row  # every divergence is settled
+
+
+def test_engines_not_built_yet_say_so() -> None:
+    done = run_cli("sweep", "vllm")
+    assert done.returncode == 2 and "not built yet" in done.stderr
+
+
+# -- the engine bugs, held in float64 where mlx-lm is installed ---------------------------------
+def _mlx_rope(rope: object, x: np.ndarray, position: int) -> np.ndarray:
+    mx = pytest.importorskip("mlx.core")
+    y = rope(mx.array(x.astype(np.float32).reshape(1, 1, 1, -1)), offset=position)
+    return np.array(y, dtype=np.float64).reshape(-1)
+
+
+def test_mlx_lm_glm_rotates_the_whole_head() -> None:
+    """docs/known-issues.md: GLM rotates partial_rotary_factor = 0.5 of each head (transformers'
+    GlmConfig default); mlx-lm's glm.py builds nn.RoPE over the whole head."""
+    glm = pytest.importorskip("mlx_lm.models.glm")
+    base, d, position = 10000.0, 16, 7
+    args = glm.ModelArgs(model_type="glm", hidden_size=64, num_hidden_layers=1,
+                         intermediate_size=64, num_attention_heads=4, rms_norm_eps=1e-5,
+                         vocab_size=256, head_dim=d, num_key_value_heads=2, rope_theta=base)
+    x = np.random.default_rng(2).standard_normal((1, 1, 1, d))
+    got = _mlx_rope(glm.GLMAttention(args).rope, x, position)
+    half = _rotate(_f32(x), position, base=base, width=d // 2, pairing="interleaved")
+    whole = _rotate(_f32(x), position, base=base, width=d, pairing="interleaved")
+    assert np.max(np.abs(got - whole.reshape(-1))) < 1e-5
+    assert np.max(np.abs(got - half.reshape(-1))) > 0.1
+
+
+def _yarn(d: int, base: float, factor: float, original: int, truncate: bool) -> np.ndarray:
+    """YaRN's frequencies (beta_fast 32, beta_slow 1) in float64, by hand."""
+    i = np.arange(d // 2, dtype=np.float64)
+    extrapolated = base ** (-2 * i / d)
+
+    def correction(rotations: float) -> float:
+        return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = correction(32.0), correction(1.0)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0.0), min(high, d - 1.0)
+    keep = 1 - np.clip((i - low) / (high - low), 0, 1)
+    return extrapolated / factor * (1 - keep) + extrapolated * keep
+
+
+def test_mlx_lm_yarn_ignores_truncate_false() -> None:
+    """docs/known-issues.md: gpt-oss's YaRN has truncate: false (the correction range is not
+    rounded); mlx-lm's YarnRoPE always floors and ceils it."""
+    rope_utils = pytest.importorskip("mlx_lm.models.rope_utils")
+    d, base, factor, original, position = 64, 150000.0, 32.0, 4096, 4000
+    rope = rope_utils.initialize_rope(d, base, False, {
+        "rope_type": "yarn", "factor": factor, "beta_fast": 32.0, "beta_slow": 1.0,
+        "truncate": False, "original_max_position_embeddings": original}, 131072)
+    x = np.random.default_rng(1).standard_normal(d)
+    got = _mlx_rope(rope, x, position)
+    scale = 0.1 * math.log(factor) + 1.0
+
+    def rotated(inv: np.ndarray) -> np.ndarray:
+        angle = position * inv
+        a, b = _f32(x)[: d // 2], _f32(x)[d // 2:]
+        return scale * np.concatenate([a * np.cos(angle) - b * np.sin(angle),
+                                       b * np.cos(angle) + a * np.sin(angle)])
+
+    assert np.max(np.abs(got - rotated(_yarn(d, base, factor, original, True)))) < 1e-3
+    assert np.max(np.abs(got - rotated(_yarn(d, base, factor, original, False)))) > 0.1
+
+
+@pytest.mark.parametrize(("family", "verdict", "pairing"), [
+    ("llama", "conforms", "half"), ("cohere", "conforms", "interleaved"),
+    ("deepseek_v3", "conforms", "interleaved"), ("phi3", "conforms", "half"),
+    ("glm", "diverges", ""), ("qwen2_vl", "conforms", "half"), ("olmo2", "conforms", "half")])
+def test_the_mlx_lm_sweep_on_representative_families(family: str, verdict: str,
+                                                     pairing: str) -> None:
+    pytest.importorskip("mlx_lm")
+    from posenc.backends.transformers_families import discover
+
+    row = mlx_sweep.sweep(discover([family]), {})[0]
+    assert (row.verdict, row.pairing) == (verdict, pairing), row.reason
+
+
+def test_mlx_lm_muse_spark_pairs_interleaved_on_rows_it_reorders() -> None:
+    """The muse_spark row's convention: sanitize() reorders q/k rows (i, i + d/2) -> (2i, 2i+1)
+    and the model rotates interleaved; on the reordered weights that is the half rotation
+    transformers computes, its features permuted the same way for q and k (scores equal)."""
+    mx = pytest.importorskip("mlx.core")
+    muse = pytest.importorskip("mlx_lm.models.muse_spark")
+    d, position, base = 16, 9, 10000.0
+    rows = np.array(muse.interleave_rope_rows(mx.arange(d).reshape(d, 1), d)).reshape(-1)
+    assert rows.tolist() == [r for i in range(d // 2) for r in (i, i + d // 2)]
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((1, 1, 1, d)), rng.standard_normal((1, 1, 1, d))
+    hf_q, hf_k = (_rotate(v, position, base=base, width=d) for v in (q, k))
+    mlx_q, mlx_k = (_rotate(v[..., rows], position, base=base, width=d, pairing="interleaved")
+                    for v in (q, k))
+    assert np.allclose(mlx_q, hf_q[..., rows]) and np.allclose(mlx_k, hf_k[..., rows])
+    assert np.isclose(np.sum(mlx_q * mlx_k), np.sum(hf_q * hf_k))
