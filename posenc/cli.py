@@ -118,7 +118,7 @@ def _cmd_peers(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from posenc.conformance import family_sweep
+    from posenc.conformance.sweeps import transformers_sweep as family_sweep
 
     return family_sweep.main_args(args)
 
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="check every model family of a library (transformers) "
                                      "from its config; a full run writes docs/families.md")
-    from posenc.conformance import family_sweep  # imports no framework
+    from posenc.conformance.sweeps import transformers_sweep as family_sweep  # imports no framework
 
     family_sweep.add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
