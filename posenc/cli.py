@@ -145,7 +145,7 @@ def _add_golden(sub: argparse._SubParsersAction) -> None:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write the golden cases as a test-vector corpus for any "
                                       "language (JSON + raw arrays + a JSON Schema)")
-    from posenc.conformance import corpus_export  # imports no framework
+    from posenc.conformance.corpus import export as corpus_export  # imports no framework
 
     corpus_export.add_arguments(p)
     p.set_defaults(func=corpus_export.main)
