@@ -15,8 +15,9 @@ from posenc.backends.backend import Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError
 
-from . import findings, report
+from . import findings
 from . import named as named_checks
+from .reports import report
 from .runner import Options, Result, run
 from .tolerances import PROFILES
 

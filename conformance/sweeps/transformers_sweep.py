@@ -49,7 +49,7 @@ import numpy as np
 import posenc
 from posenc.errors import PosencError
 
-from ..scoreboard import HASH_LINE, freshness_exit, recorded_hash
+from ..reports.scoreboard import HASH_LINE, freshness_exit, recorded_hash
 from .transformers_checks import NOT_ROTATED, UNKNOWN_TYPE, check_biases, check_tables, check_wiring
 from .transformers_reading import POSENC_TYPES, Finding, LayerRope, Verdict, expected_layers, loosest
 from .transformers_reading import grade as grade  # the sweep's grading, for its tests
