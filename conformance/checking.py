@@ -15,8 +15,9 @@ from posenc.backends.backend import FLOAT_DTYPES, Backend
 from posenc.catalog import specs
 from posenc.errors import ParameterError
 
-from . import dtype_probe, findings, report
+from . import dtype_probe, findings
 from . import named as named_checks
+from .reports import report
 from .runner import Options, Result, check_settings, run
 from .tolerances import PROFILES
 

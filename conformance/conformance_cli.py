@@ -105,8 +105,9 @@ def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.no_compile_cache:  # read by the backends' sessions, here and in worker processes
         os.environ["POSENC_NO_COMPILE_CACHE"] = "1"
-    from . import findings, golden_gate, job, report
+    from . import findings, golden_gate, job
     from .options_loader import build_options
+    from .reports import report
 
     options = build_options(
         backends=args.backend, encodings=args.encoding, dtypes=args.dtype, modes=args.mode,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from . import parallel, shard
-from .progress import Heartbeat, Progress, describe_plan
+from .reports.progress import Heartbeat, Progress, describe_plan
+from .reports.stream import ReportStream
 from .runner import Options, Result, Runner
-from .stream import ReportStream
 
 
 def default_workers() -> int:

@@ -51,7 +51,7 @@ def _cmd_golden_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_report_merge(args: argparse.Namespace) -> int:
-    from posenc.conformance import html_report, merge
+    from posenc.conformance.reports import html_report, merge
 
     if not (args.output or args.html or args.junit):
         raise PosencError("report merge: give -o MERGED.json, --html PAGE.html, "
@@ -63,7 +63,7 @@ def _cmd_report_merge(args: argparse.Namespace) -> int:
         merge.write(merged, Path(args.output))
     if args.html:
         html_report.write(merged, Path(args.html))
-    from posenc.conformance.report import matrix, to_junit
+    from posenc.conformance.reports.report import matrix, to_junit
 
     results = merge.as_results(merged)
     if args.junit:
@@ -128,7 +128,7 @@ def _cmd_stubs(args: argparse.Namespace) -> int:
 
 
 def _cmd_peers(args: argparse.Namespace) -> int:
-    from posenc.conformance import scoreboard
+    from posenc.conformance.reports import scoreboard
 
     if args.max_examples is None:
         args.max_examples = scoreboard.MAX_EXAMPLES
@@ -163,7 +163,7 @@ def _add_golden(sub: argparse._SubParsersAction) -> None:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write the golden cases as a test-vector corpus for any "
                                       "language (JSON + raw arrays + a JSON Schema)")
-    from posenc.conformance import corpus_export  # imports no framework
+    from posenc.conformance.corpus import export as corpus_export  # imports no framework
 
     corpus_export.add_arguments(p)
     p.set_defaults(func=corpus_export.main)

@@ -151,8 +151,8 @@ def flex_score_mod(ctx: Context) -> None:
     the slopes, queries end-aligned) equals attention with the backend's materialised
     ``alibi_bias`` and the float64 reference, under the end-aligned causal mask for the causal
     and key_only forms; the score_mod holds O(heads) numbers (see conformance/flex.py)."""
-    from ..flex import check_score_mod
     from ..tolerances import EPS
+    from .flex_score_mods import check_score_mod
 
     cfg = {**ctx.spec.defaults(), **ctx.params}
     form, max_bias = cfg["form"], cfg["max_bias"]

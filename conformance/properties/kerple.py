@@ -145,7 +145,7 @@ def flex_score_mod(ctx: Context) -> None:
     ``kerple`` and the float64 reference under the end-aligned causal mask; the score_mod
     holds O(heads · k_len) numbers; in float64 the gradients of r1 and r2 through
     flex_attention match finite differences (see conformance/flex.py)."""
-    from ..flex import check_score_mod
+    from .flex_score_mods import check_score_mod
 
     form = ctx.params.get("form", "log")
     q_len, k_len = 10, 40

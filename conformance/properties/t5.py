@@ -208,7 +208,7 @@ def flex_score_mod(ctx: Context) -> None:
     distances reach past max_distance (decoder: under the causal mask of that offset); the
     score_mod holds O(heads · length) numbers; in float64 the table's gradient through
     flex_attention matches finite differences (see conformance/flex.py)."""
-    from ..flex import check_score_mod
+    from .flex_score_mods import check_score_mod
 
     bidirectional, nb, md = _config(ctx)
     q_len, k_len, offset = 10, 40, 30  # queries at 30..39: distances -39 .. 9

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..scoreboard import freshness_exit
+from ..reports.scoreboard import freshness_exit
 from . import engine_page
 from .engine_report import REPORT, code_hash, counts, write_report
 
@@ -64,7 +64,7 @@ def truth(path: str | None) -> dict[str, dict[str, Any]]:
     "spec gap" row), the module is the truth."""
     if not path:
         return {}
-    from ..family_checks import NOT_ROTATED
+    from .transformers_checks import NOT_ROTATED
 
     out = {}
     for row in json.loads(Path(path).read_text(encoding="utf-8"))["families"]:
@@ -76,7 +76,7 @@ def truth(path: str | None) -> dict[str, dict[str, Any]]:
 
 
 def _run_engine(args: argparse.Namespace) -> int:
-    from posenc.backends import transformers_families as observer
+    from posenc.conformance.sweeps import transformers_families as observer
 
     module = _module(args.library)
     known = {f.name for f in observer.discover()}
@@ -116,7 +116,7 @@ def main_args(args: argparse.Namespace) -> int:
         print("posenc: error: name a library to sweep, or --from-reports DIR", file=sys.stderr)
         return 2
     if args.library == "transformers":
-        from .. import family_sweep
+        from . import transformers_sweep as family_sweep
 
         return family_sweep.main_args(args)
     if args.library in NOT_YET:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..scoreboard import HASH_LINE, recorded_hash
+from ..reports.scoreboard import HASH_LINE, recorded_hash
 from .engine_report import REPORT
 
 MARKDOWN = "engines.md"

@@ -3,8 +3,8 @@ computed, the forked run of one family and the report file that ``posenc sweep
 --from-reports`` merges.
 
 The truth is posenc's float64 reading of the family's config
-(:func:`posenc.conformance.family_reading.expected_layers`, rotated by
-:func:`~posenc.conformance.family_reading.rotate`): where the transformers sweep finds the
+(:func:`posenc.conformance.sweeps.transformers_reading.expected_layers`, rotated by
+:func:`~posenc.conformance.sweeps.transformers_reading.rotate`): where the transformers sweep finds the
 family's module conforming, that is transformers' rotation within its profile; where it does
 not, posenc's function. The pairing is held to the one the transformers sweep found for the
 family (the engines load the same weights), when its report is given.
@@ -24,8 +24,8 @@ import numpy as np
 
 from posenc.errors import PosencError
 
-from ..family_reading import LAYOUTS, Finding, LayerRope, grade, rotate
 from ..tolerances import PROFILES
+from .transformers_reading import LAYOUTS, Finding, LayerRope, grade, rotate
 
 VERDICTS = ("conforms", "diverges", "not supported", "not checkable")
 REPORT = "sweep-{}.json"  # an engine's report in a --from-reports folder
@@ -139,7 +139,7 @@ def _child(fn: Callable[[Any], Any], arg: Any, pipe: Any) -> None:
     try:
         pipe.send(("ok", fn(arg)))
     except BaseException as exc:  # the parent reports it as the family's verdict
-        from posenc.backends.transformers_observation import last_frame
+        from posenc.conformance.sweeps.transformers_observation import last_frame
 
         pipe.send(("error", last_frame(exc)))
     finally:

@@ -1,6 +1,6 @@
 """``posenc sweep mlx-lm``: what mlx-lm's own model classes rotate, family by family.
 
-For each transformers family (:func:`posenc.backends.transformers_families.discover`), its
+For each transformers family (:func:`posenc.conformance.sweeps.transformers_families.discover`), its
 config class with the sizes shrunk (the transformers sweep's ``tiny_config``) is given to
 mlx-lm as a hub ``config.json`` carries it (:func:`hub_config`). mlx-lm picks its module
 (``mlx_lm.utils._get_classes``: ``mlx_lm.models.<model_type>`` after its own remapping) and
@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..family_reading import (
+from .engine_report import EngineRow, diagnose, fit, run_forked
+from .transformers_reading import (
     LAYOUTS,
     Finding,
     LayerRope,
@@ -35,7 +36,6 @@ from ..family_reading import (
     loosest,
     rotate,
 )
-from .engine_report import EngineRow, diagnose, fit, run_forked
 
 ENGINE = "mlx-lm"
 # divergences settled in float64: (family, diagnosis substring) -> adjudication
@@ -65,7 +65,7 @@ def observe(family: Any) -> dict[str, Any]:
     import mlx.core as mx
     from mlx_lm.utils import _get_classes
 
-    from posenc.backends.transformers_families import table_positions
+    from posenc.conformance.sweeps.transformers_families import table_positions
 
     from . import mlx_lm_observer as seen
 
@@ -108,7 +108,7 @@ def observe(family: Any) -> dict[str, Any]:
             obs["applied"] += [dict(c, layer=index) for c in seen.apply(
                 replay, width, offsets, dims.get(index, getattr(rope, "dims", None)))]
         except Exception as exc:
-            from posenc.backends.transformers_observation import last_frame
+            from posenc.conformance.sweeps.transformers_observation import last_frame
 
             obs.setdefault("apply_problems", {})[index] = last_frame(exc)
     return obs
@@ -263,7 +263,7 @@ def versions() -> dict[str, str]:
 def sweep_files() -> list[Path]:
     here = Path(__file__).parent
     return [here / "mlx_lm.py", here / "mlx_lm_observer.py", here / "engine_report.py",
-            here.parent / "family_reading.py"]
+            here / "transformers_reading.py"]
 
 
 def sweep(families: list[Any], truth: dict[str, dict[str, Any]],

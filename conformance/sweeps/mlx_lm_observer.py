@@ -88,7 +88,7 @@ def with_config_fields(hub: dict[str, Any], args_cls: type, config: Any) -> dict
 
 def tiny(family: Any) -> tuple[Any, dict[str, Any] | None, str]:
     """(the family's shrunk transformers config, its dict, why there is none)."""
-    from posenc.backends.transformers_configs import (
+    from posenc.conformance.sweeps.transformers_configs import (
         choose_config_class,
         config_dict,
         pick_rotary,
@@ -237,7 +237,7 @@ def record_forward(model: Any) -> tuple[Recording, str]:
         mx.eval(model(mx.array([[19]]), cache=cache))
         return recording, ""
     except Exception as exc:
-        from posenc.backends.transformers_observation import last_frame
+        from posenc.conformance.sweeps.transformers_observation import last_frame
 
         return recording, last_frame(exc)
     finally:

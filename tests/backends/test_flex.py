@@ -212,7 +212,7 @@ def test_a_new_decode_offset_reuses_the_compiled_kernel() -> None:
     int would recompile at every step."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
-    from posenc.conformance.flex import CONTROL_LIMIT, control_error
+    from posenc.conformance.properties.flex_score_mods import CONTROL_LIMIT, control_error
 
     counter = CompileCounterWithBackend("inductor")
     compiled = torch.compile(flex_attention, backend=counter)
@@ -279,7 +279,7 @@ def test_a_score_mod_holding_the_materialised_bias_is_caught() -> None:
 def test_captured_tensors_follow_closures_partials_and_views() -> None:
     from functools import partial
 
-    from posenc.conformance import flex
+    from posenc.conformance.properties import flex_score_mods as flex
 
     big = torch.zeros(10, 10)
     view = big[0]
@@ -302,7 +302,7 @@ def test_a_failure_is_blamed_on_torch_only_when_its_own_kernel_fails_the_control
     eager. A sound kernel lets the score_mod's failure stand; a broken one turns it into an
     upstream failure naming the control's error."""
     from posenc.conformance.context import CheckFailure, UpstreamFailure
-    from posenc.conformance.flex import blame_torch_if_control_fails
+    from posenc.conformance.properties.flex_score_mods import blame_torch_if_control_fails
 
     q, k, v = _qkv(2, 2, 1, 8, torch.float32)
     failure = CheckFailure("the score_mod's own failure")

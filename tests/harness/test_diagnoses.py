@@ -16,7 +16,7 @@ from posenc.backends import get_backend
 from posenc.backends.backend import Backend
 from posenc.conformance import Options, findings, run
 from posenc.conformance.diagnose import Diagnoser
-from posenc.conformance.report import document, failures
+from posenc.conformance.reports.report import document, failures
 from posenc.conformance.tolerances import compare, tolerance_for
 from posenc.diagnoses import Diagnosis, evaluate
 from posenc.encodings import public_functions

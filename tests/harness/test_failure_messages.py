@@ -10,8 +10,9 @@ from typing import Any
 
 from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, report, run
+from posenc.conformance import Options, run
 from posenc.conformance.messages import HARNESS, notes, number, plain
+from posenc.conformance.reports import report
 from posenc.conformance.tolerances import tolerance_for
 
 from ..mutants import overrides

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from posenc.cli import main
-from posenc.conformance import html_report, merge, report
+from posenc.conformance.reports import html_report, merge, report
 from posenc.conformance.runner import Check, Result
 
 SCRIPT = "<script>alert('x')</script>"

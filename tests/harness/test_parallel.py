@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from posenc.cli import main
-from posenc.conformance import Options, Runner, merge, shard
-from posenc.conformance.progress import Progress, describe_plan
+from posenc.conformance import Options, Runner, shard
+from posenc.conformance.reports import merge
+from posenc.conformance.reports.progress import Progress, describe_plan
 from posenc.conformance.runner import Check, Result
 from posenc.errors import ParameterError
 

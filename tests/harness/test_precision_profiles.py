@@ -11,7 +11,8 @@ import pytest
 
 import posenc
 from posenc.backends import get_backend
-from posenc.conformance import Options, report, run
+from posenc.conformance import Options, run
+from posenc.conformance.reports import report
 
 from ..mutants import overrides
 

@@ -12,7 +12,7 @@ import pytest
 
 from posenc.catalog import specs
 from posenc.conformance import Options, run
-from posenc.conformance.report import closing_line, matrix
+from posenc.conformance.reports.report import closing_line, matrix
 
 from ..conftest import TESTS, run_cli
 from ..mutants import overrides
@@ -148,6 +148,6 @@ def test_compiled_cases_keeps_the_first_golden_cases_in_compiled_mode_only() -> 
 
 def test_the_progress_bar_has_one_home() -> None:
     """conformance.progress draws the bar the runner shows; report.py had a second, unused one."""
-    from posenc.conformance import progress, report
+    from posenc.conformance.reports import progress, report
 
     assert hasattr(progress, "Progress") and not hasattr(report, "Progress")

@@ -10,7 +10,8 @@ from typing import Any
 import posenc
 from posenc.backends import get_backend
 from posenc.catalog import specs
-from posenc.conformance import Options, report, run
+from posenc.conformance import Options, run
+from posenc.conformance.reports import report
 from posenc.conformance.scope import provided_by
 from posenc.encodings import public_functions
 

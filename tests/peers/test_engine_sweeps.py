@@ -314,7 +314,7 @@ def test_mlx_lm_yarn_ignores_truncate_false() -> None:
 def test_the_mlx_lm_sweep_on_representative_families(family: str, verdict: str,
                                                      pairing: str) -> None:
     pytest.importorskip("mlx_lm")
-    from posenc.backends.transformers_families import discover
+    from posenc.conformance.sweeps.transformers_families import discover
 
     row = mlx_sweep.sweep(discover([family]), {})[0]
     assert (row.verdict, row.pairing) == (verdict, pairing), row.reason

@@ -1,4 +1,4 @@
-"""``posenc sweep transformers`` (conformance/family_sweep.py) and docs/families.md.
+"""``posenc sweep transformers`` (conformance/sweeps/transformers_sweep.py) and docs/families.md.
 
 The judge is tested on synthetic observations whose rotations are written out here in
 float64 (not with posenc), correct and with the bugs a port makes planted; the sweep itself
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from posenc.conformance import family_sweep
+from posenc.conformance.sweeps import transformers_sweep as family_sweep
 
 from ..conftest import ROOT, run_cli
 
@@ -54,7 +54,7 @@ CONFIG = {"model_type": "synthetic", "vocab_size": 256, "hidden_size": 64, "num_
 def _observation(mutate: str = "") -> object:
     """A two-layer family with a half-rotary (8 of 16 features) rope of base 1e4, as a
     float32 implementation computes it, or with one bug planted."""
-    from posenc.backends.transformers_families import Observation
+    from posenc.conformance.sweeps.transformers_families import Observation
 
     rng = np.random.default_rng(0)
     calls = []
@@ -253,10 +253,8 @@ def test_families_page_is_fresh() -> None:
 def test_the_page_hash_covers_every_sweep_module() -> None:
     """A module the sweep is split into outside the hashed lists would change the page's
     verdicts without making it stale."""
-    assert {p.name for p in (ROOT / "conformance").glob("family_*.py")} == \
-        set(family_sweep.SWEEP_MODULES)
-    assert {p.name for p in (ROOT / "backends").glob("transformers_*.py")} == \
-        set(family_sweep.OBSERVER_MODULES)
+    modules = {p.name for p in (ROOT / "conformance" / "sweeps").glob("transformers_*.py")}
+    assert modules == set(family_sweep.SWEEP_MODULES) | set(family_sweep.OBSERVER_MODULES)
 
 
 def test_the_page_covers_150_families_with_a_verdict_each() -> None:
@@ -293,7 +291,7 @@ def test_the_sweep_reads_layers_through_posencs_reader(model_type: str) -> None:
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from posenc.conformance.family_reading import expected_layers
+    from posenc.conformance.sweeps.transformers_reading import expected_layers
 
     config = CONFIG_MAPPING[model_type]()
     text = getattr(config, "text_config", None) or config

@@ -18,7 +18,8 @@ import pytest
 
 from posenc.backends import get_backend
 from posenc.backends.peers import ENGINES, PEERS
-from posenc.conformance import Options, run, scoreboard
+from posenc.conformance import Options, run
+from posenc.conformance.reports import scoreboard
 from posenc.conformance.runner import Runner
 from posenc.errors import PosencError
 

@@ -21,7 +21,8 @@ with contextlib.suppress(ImportError):
 from posenc.backends import get_backend, installed_backends
 from posenc.backends.peers import ENGINES, PEERS, MissingPeerError, PeerBackend
 from posenc.catalog import specs
-from posenc.conformance import Options, run, scoreboard
+from posenc.conformance import Options, run
+from posenc.conformance.reports import scoreboard
 from posenc.conformance.runner import Runner
 from posenc.specs import resolve_params
 

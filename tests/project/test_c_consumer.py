@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.conformance.corpus_export import export
+from posenc.conformance.corpus.export import export
 
 from ..conftest import ROOT
 

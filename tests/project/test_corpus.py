@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from posenc import catalog, cli, golden
-from posenc.conformance.corpus_export import export
+from posenc.conformance.corpus.export import export
 from posenc.corpus import CorpusError, read
 from posenc.reference import rope as rope_reference
 

@@ -1,5 +1,5 @@
 """Reporting conformance results: encoding × backend matrix, JSON and JUnit files (the
-progress bar is conformance/progress.py)."""
+progress bar is conformance/reports/progress.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .grading import UNJUDGEABLE
-from .runner import Result
-from .tolerances import element_summary
+from ..grading import UNJUDGEABLE
+from ..runner import Result
+from ..tolerances import element_summary
 
 SKIPPED = ("unsupported", "xfail")
 LIFTED = ("params", "inputs")  # result details that are keys of a JSON result entry

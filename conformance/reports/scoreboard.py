@@ -44,9 +44,9 @@ from posenc.errors import PosencError
 from posenc.paths import golden_dir
 from posenc.specs import canonical_hash
 
+from ..runner import Check, Options, Result, run
+from ..tolerances import PROFILES
 from .report import LIFTED, document
-from .runner import Check, Options, Result, run
-from .tolerances import PROFILES
 
 MAX_EXAMPLES = 10
 DTYPES = ("float32", "bfloat16", "float16")
@@ -408,6 +408,6 @@ def main_args(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m posenc.conformance.scoreboard")
+    parser = argparse.ArgumentParser(prog="python -m posenc.conformance.reports.scoreboard")
     add_arguments(parser)
     raise SystemExit(main_args(parser.parse_args()))

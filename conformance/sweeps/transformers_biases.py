@@ -1,5 +1,5 @@
 """The ALiBi and T5-style biases of a transformers family, as ``posenc sweep transformers``
-observes them (:mod:`posenc.backends.transformers_families`)."""
+observes them (:mod:`posenc.conformance.sweeps.transformers_families`)."""
 
 from __future__ import annotations
 

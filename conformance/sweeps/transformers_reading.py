@@ -1,7 +1,7 @@
 """What ``posenc sweep transformers`` reads from a family's config (one rope per layer, posenc's
 float64 rotation for it), how it grades a float32 result against that truth, and the records
-it keeps (findings, verdicts). The checks are :mod:`posenc.conformance.family_checks`; the
-verdict, the page and the command :mod:`posenc.conformance.family_sweep`."""
+it keeps (findings, verdicts). The checks are :mod:`posenc.conformance.sweeps.transformers_checks`; the
+verdict, the page and the command :mod:`posenc.conformance.sweeps.transformers_sweep`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from posenc.catalog import specs
 from posenc.dialects.transformers import LAYER_TYPES, rope_layers
 from posenc.dialects.transformers import has_rope as is_attention
 
-from .tolerances import JUDGEABLE, PROFILES, compare, tolerance_for
+from ..tolerances import JUDGEABLE, PROFILES, compare, tolerance_for
 
 DEFAULT_BASE = 10000.0  # RoFormer's base, where a config names none
 POSENC_TYPES = LAYER_TYPES  # the layer types posenc's reader keys ropes by

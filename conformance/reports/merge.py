@@ -130,7 +130,7 @@ def _in_plan_order(sources: list[dict[str, Any]], results: dict[str, list[dict[s
 def as_results(report: Mapping[str, Any]) -> list[Any]:
     """A merged report's checks as runner results (a conflict counts as a failure), for the
     text matrix of :mod:`.report`."""
-    from .runner import Check, Result
+    from ..runner import Check, Result
 
     out = []
     for entries in report["results"].values():

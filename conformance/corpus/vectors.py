@@ -21,9 +21,9 @@ import numpy as np
 from posenc.golden import GoldenCase
 from posenc.specs import Spec, resolve_params
 
-from .case_scale import case_scale
-from .diagnose import Diagnoser
-from .tolerances import PROFILES, Tolerance, compare, for_spec
+from ..case_scale import case_scale
+from ..diagnose import Diagnoser
+from ..tolerances import PROFILES, Tolerance, compare, for_spec
 
 NAMES = {"<f8": "float64", "<i8": "int64", "|b1": "bool", "<c16": "complex128"}
 

@@ -39,7 +39,7 @@ def select(encodings: Iterable[str] | None, models: Iterable[str] | None) -> dic
     """Encoding -> the names of its selected golden cases (every case, or a named model's)."""
     from posenc import catalog
 
-    from . import named
+    from .. import named
 
     specs = catalog.specs()
     models = list(models or [])
@@ -87,8 +87,8 @@ def export(out: str | Path, *, encodings: Iterable[str] | None = None,
     from posenc import __version__, catalog, golden, paths
     from posenc.corpus import CORPUS_VERSION, INDEX, SCHEMA, schema
 
-    from .corpus_manifest import manifest
-    from .corpus_vectors import document, dump
+    from .manifest import manifest
+    from .vectors import document, dump
 
     dtype_list = list(dtypes) if dtypes else list(DTYPES)
     bad = [d for d in dtype_list if d not in DTYPES]

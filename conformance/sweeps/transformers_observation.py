@@ -1,4 +1,4 @@
-"""The records of ``posenc sweep transformers``'s observer (:mod:`posenc.backends.transformers_families`):
+"""The records of ``posenc sweep transformers``'s observer (:mod:`.transformers_families`):
 a family, what was observed of it, and the helpers every observation uses."""
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..runner import Result
 from . import report
-from .runner import Result
 
 
 class ReportStream:

@@ -26,9 +26,9 @@ from posenc.encodings.attention import attention
 from posenc.reference.attention import attention as reference_attention
 from posenc.specs import resolve_params
 
-from .context import CheckFailure, Context, Unsupported, UpstreamFailure
-from .gradients import ATOL, RTOL, STEP
-from .tolerances import EPS, Tolerance, tolerance_for
+from ..context import CheckFailure, Context, Unsupported, UpstreamFailure
+from ..gradients import ATOL, RTOL, STEP
+from ..tolerances import EPS, Tolerance, tolerance_for
 
 BATCH, HEAD_DIM = 2, 16  # compiled flex_attention on CUDA needs head_dim >= 16
 # state a score_mod may hold: O(heads · (q_len + k_len)); the shapes used make the

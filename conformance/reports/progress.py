@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TextIO
 
-from .runner import Check, Result
-from .shard import check_cost
+from ..runner import Check, Result
+from ..shard import check_cost
 
 
 def describe_plan(checks: Sequence[Check], workers: int, max_examples: int = 25) -> str:

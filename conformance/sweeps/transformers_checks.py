@@ -1,6 +1,6 @@
 """The checks of one observed family (``posenc sweep transformers``): its recorded
 ``apply_rotary*`` calls (wiring), its rotary module's frequencies and cos/sin tables, and its
-ALiBi / T5 biases, each a :class:`~posenc.conformance.family_reading.Finding` graded against
+ALiBi / T5 biases, each a :class:`~posenc.conformance.sweeps.transformers_reading.Finding` graded against
 posenc's float64 functions."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import numpy as np
 import posenc
 from posenc.errors import PosencError
 
-from .family_reading import (
+from ..tolerances import PROFILES
+from .transformers_reading import (
     LAYOUTS,
     Finding,
     LayerRope,
@@ -23,7 +24,6 @@ from .family_reading import (
     rotate,
     seq_len_for,
 )
-from .tolerances import PROFILES
 
 NOT_ROTATED = "no rotation recorded on a layer posenc reads as rotated"
 UNKNOWN_TYPE = "rotates a layer of a type posenc's reader does not know:"
@@ -79,7 +79,7 @@ def _alternatives(layer: LayerRope, x: np.ndarray, pos: np.ndarray, layout: str,
 
 def check_wiring(obs: Any, layers: list[LayerRope]) -> tuple[list[Finding], str]:
     """The findings of the recorded calls, and the pairing that fits them."""
-    from posenc.backends.transformers_families import (
+    from .transformers_families import (
         DECODE_POSITIONS,
         PREFILL_POSITIONS,
     )

@@ -1,0 +1,1 @@
+"""The corpus export: posenc's goldens written as files any language reads."""
