@@ -51,7 +51,9 @@ from .report import LIFTED, document
 MAX_EXAMPLES = 10
 DTYPES = ("float32", "bfloat16", "float16")
 MARKDOWN = "peers.md"
-HASHED = ("scoreboard.py", "comparisons.py", "grading.py", "tolerances.py", "diagnose.py")
+# paths under conformance/ (this module lives in conformance/reports/)
+HASHED = ("reports/scoreboard.py", "comparisons.py", "grading.py", "tolerances.py", "rotary_bound.py",
+          "diagnose.py")
 HASH_LINE = "<!-- inputs sha256: {} -->"
 # what a grade below exact admits, when no diagnosis names the gap
 PROFILE_MEANS = {"conventional": "float32 angles m·θ (the conventional profile's allowance)",
@@ -73,8 +75,8 @@ def inputs_hash() -> str:
     """sha256 of the adapters, the harness code that grades and explains their results, the
     specs (diagnoses included) and the golden manifest."""
     peers = Path(sys.modules["posenc.backends.peers"].__file__).parent
-    here = Path(__file__).parent
-    files = [*sorted(peers.glob("*.py")), *(here / name for name in HASHED)]
+    conformance = Path(__file__).parent.parent
+    files = [*sorted(peers.glob("*.py")), *(conformance / name for name in HASHED)]
     digest = hashlib.sha256()
     for file in files:
         digest.update(f"{file.parent.name}/{file.name}".encode())
