@@ -273,19 +273,7 @@ def check(path: Path) -> str | None:
     return None
 
 
-# -- the command ---------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("library", choices=["transformers"], help="the library to sweep")
-    parser.add_argument("--family", action="append", metavar="NAME",
-                        help="a family (its folder under transformers.models, e.g. llama, "
-                             "gpt_neox; repeatable; default: every family found)")
-    parser.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
-    parser.add_argument("--out", default="docs", metavar="DIR",
-                        help="where a full run writes families.md (default: docs)")
-    parser.add_argument("--check", action="store_true",
-                        help="run nothing; fail when docs/families.md is stale")
-
-
+# -- the command (its options: .command.add_arguments) -----------------------------------------
 def main_args(args: argparse.Namespace) -> int:
     path = Path(args.out) / MARKDOWN
     if args.check:
