@@ -102,9 +102,15 @@ def _header(reports: dict[str, dict[str, Any]]) -> list[str]:
         counts: dict[str, int] = {}
         for row in report["families"]:
             counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+        saved = [row.get("saved_config", "").split(":")[0] for row in report["families"]]
+        tried = [s for s in saved if s]
         lines.append(f"- **{title}** ({versions}): {len(report['families'])} families in "
                      f"{report['seconds']:.0f} s: " + ", ".join(
-                         f"{k} {n}" for k, n in sorted(counts.items())) + ".")
+                         f"{k} {n}" for k, n in sorted(counts.items())) + "." + (
+                         f" Given the config.json transformers saves (rope_parameters only), "
+                         f"{len(tried)} families: " + ", ".join(
+                             f"{k} {tried.count(k)}" for k in sorted(set(tried))) + "."
+                         if tried else ""))
     return lines
 
 

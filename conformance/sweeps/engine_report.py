@@ -45,6 +45,9 @@ class EngineRow:
     pairing: str = ""
     reason: str = ""
     adjudication: str = ""  # a settled divergence: engine bug / convention / posenc gap
+    # the verdict given the config.json transformers' save_pretrained writes (rope_theta only
+    # inside rope_parameters): "" not tried, "conforms", "diverges: ...", "does not load: ..."
+    saved_config: str = ""
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -87,9 +90,11 @@ def fit(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRope,
     return (*best, judged)
 
 
-def _variants(layer: LayerRope, width: int) -> list[tuple[str, str, LayerRope | None]]:
+def _variants(layer: LayerRope, width: int,
+              bases: tuple[float, ...] = ()) -> list[tuple[str, str, LayerRope | None]]:
     """The readings of a config a port gets wrong: (diagnosis, config field, the layer as that
-    reading has it; None: no rotation)."""
+    reading has it; None: no rotation); ``bases``: the engine's own default rope_theta where
+    it has one other than 10000 (what it falls back on when it does not read the config's)."""
     scaling = dict(layer.scaling or {})
     out: list[tuple[str, str, LayerRope | None]] = []
     if width == layer.head_dim and (layer.rotary_dim or scaling.get("partial_rotary_factor")
@@ -101,6 +106,11 @@ def _variants(layer: LayerRope, width: int) -> list[tuple[str, str, LayerRope | 
         out.append(("the config's rope_theta is not read (base 10000)", "rope_theta",
                     LayerRope(layer.head_dim, {**scaling, "rope_theta": 10000.0},
                               layer.rotary_dim)))
+    for base in dict.fromkeys(bases):
+        if base not in (10000.0, float(scaling.get("rope_theta", 10000.0))):
+            out.append((f"the config's rope_theta is not read (the engine's default base "
+                        f"{base:g})", "rope_theta", LayerRope(
+                            layer.head_dim, {**scaling, "rope_theta": base}, layer.rotary_dim)))
     if scaling.get("rope_type", "default") != "default":
         plain = {k: scaling[k] for k in ("rope_theta", "partial_rotary_factor") if k in scaling}
         out.append(("the rope scaling is dropped (default frequencies)", "rope_scaling",
@@ -120,11 +130,12 @@ def _variants(layer: LayerRope, width: int) -> list[tuple[str, str, LayerRope | 
 
 
 def diagnose(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRope,
-             pairing: str) -> tuple[str, str]:
-    """The first misreading whose float64 rotation the engine's ``y`` meets, and its field."""
+             pairing: str, bases: tuple[float, ...] = ()) -> tuple[str, str]:
+    """The first misreading whose float64 rotation the engine's ``y`` meets, and its field
+    (``bases``: the engine's default rope_theta, see :func:`_variants`)."""
     scale = max(float(np.max(np.abs(x))), 1e-30)
     bound = float(np.max(np.abs(positions)))
-    for note, where, variant in _variants(layer, x.shape[-1]):
+    for note, where, variant in _variants(layer, x.shape[-1], bases):
         try:
             want = x if variant is None else rotate(x, positions, variant, pairing)
         except (PosencError, ValueError):

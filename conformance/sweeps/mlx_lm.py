@@ -16,6 +16,12 @@ builds the ``Model`` on CPU, no weights. Then:
 
 Each rotation is graded against posenc's float64 rotation of that layer's rope
 (:mod:`.engine_report`), in the pairing the transformers sweep found for the family.
+
+Every family is read twice: from its config spelled with the transformers 4 keys hub
+checkpoints carry (``rope_theta``, ``rope_scaling``), and from the ``config.json`` that
+transformers' own ``save_pretrained`` writes today (rope_theta only inside
+``rope_parameters``), its rope_theta made distinct so that a default base cannot pass by
+chance (:func:`with_saved`).
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ from .transformers_reading import (
 )
 
 ENGINE = "mlx-lm"
-# divergences settled in float64: (family, diagnosis substring) -> adjudication
+# divergences settled in float64: (family or "*", diagnosis substring or substrings that must
+# all be in the reason) -> adjudication
 # (tests/peers/test_engine_sweeps.py holds each with an independent float64 computation)
-ADJUDICATED = {
+ADJUDICATED: dict[tuple[str, str | tuple[str, ...]], str] = {
     ("glm", "partial rotary width is ignored"): (
         "mlx-lm bug: glm.py builds nn.RoPE over the whole head and never reads "
         "partial_rotary_factor (0.5 for GLM): every feature is rotated where transformers "
@@ -55,13 +62,38 @@ ADJUDICATED = {
         "interleave_rope_rows, (i, i + d/2) -> (2i, 2i + 1), so the interleaved rope on the "
         "loaded weights rotates the pairs transformers rotates (scores equal); the forward "
         "itself needs Metal (qk_norm_rope)"),
+    ("*", ("config.json as transformers saves it", "rope_parameters is not read")): (
+        "mlx-lm bug: the model's ModelArgs read rope_theta and rope_scaling as top-level keys "
+        "only; transformers 5 writes them inside rope_parameters, so a checkpoint saved by it "
+        "is rotated with the dataclass default base (10000) and no scaling, silently "
+        "(known-issues.md#mlx-lm-0322-configs-saved-by-transformers-5-lose-their-rope)"),
 }
+SAVED = "config.json as transformers saves it (rope_parameters only)"
+UNREAD = ("rope_parameters is not read: deleting it changes no rotation (the model's own "
+          "defaults rotate)")
 
 
 # -- in the child process ----------------------------------------------------------------------
 def observe(family: Any) -> dict[str, Any]:
-    """What mlx-lm computes for the family (run in a forked process; see
-    :mod:`.mlx_lm_observer`)."""
+    """What mlx-lm computes for the family given its config as a hub config.json of the
+    transformers 4 era spells it (run in a forked process; see :mod:`.mlx_lm_observer`)."""
+    return _observe(family, saved=False)
+
+
+def observe_saved(family: Any) -> dict[str, Any]:
+    """What mlx-lm computes for the family given the config.json transformers' own
+    ``save_pretrained`` writes (rope_theta inside ``rope_parameters`` only), its rope_theta
+    made distinct (:func:`.mlx_lm_observer.saved_config`)."""
+    return _observe(family, saved=True)
+
+
+def observe_without_rope_parameters(family: Any) -> dict[str, Any]:
+    """:func:`observe_saved` with ``rope_parameters`` deleted from the config.json: the
+    control that tells whether the engine reads it at all."""
+    return _observe(family, saved=True, strip=True)
+
+
+def _observe(family: Any, saved: bool, strip: bool = False) -> dict[str, Any]:
     import mlx.core as mx
     from mlx_lm.utils import _get_classes
 
@@ -73,8 +105,17 @@ def observe(family: Any) -> dict[str, Any]:
     config_obj, config, why = seen.tiny(family)
     if config is None:
         return {"model_type": "", "unsupported": "", "problem": why}
+    if saved:
+        written = seen.saved_config(config_obj)
+        if written is None:
+            return {"model_type": "", "unsupported": "", "problem": "no rope_parameters"}
+        hub, config = written
+        hub = seen.with_sizes(hub, config)
+        if strip:
+            hub = {k: v for k, v in hub.items() if k != "rope_parameters"}
+    else:
+        hub = seen.hub_config(config)
     obs: dict[str, Any] = {"model_type": config.get("model_type", ""), "config": config}
-    hub = seen.hub_config(config)
     try:
         model_cls, args_cls = _get_classes(hub)
     except ValueError as exc:
@@ -89,7 +130,9 @@ def observe(family: Any) -> dict[str, Any]:
             return {**obs, "unsupported": str(exc)}
         obs["model_type"] = family.name
     obs["architecture"] = model_cls.__module__
-    model = model_cls(args_cls.from_dict(seen.with_config_fields(hub, args_cls, config_obj)))
+    obs["default_bases"] = seen.default_bases(args_cls)
+    model = model_cls(args_cls.from_dict(seen.with_config_fields(hub, args_cls, config_obj,
+                                                                  not saved)))
     obs["layers"] = len(seen.block_indices(model)) or int(config.get("num_hidden_layers") or 0)
     recording, obs["forward"] = seen.record_forward(model)
     obs["calls"] = recording.calls
@@ -138,9 +181,9 @@ def allowed(pairings: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _finding(call: dict[str, Any], layer: LayerRope, pairings: tuple[str, ...], part: str,
-             what: str) -> tuple[Finding | None, str | None]:
+             what: str, bases: tuple[float, ...] = ()) -> tuple[Finding | None, str | None]:
     """The graded call and the pairing it fits (finding None: float32 cannot be judged
-    at these positions)."""
+    at these positions; ``bases``: the engine's default rope_theta, for the diagnosis)."""
     x, y = call["x"], call["y"]
     if x.ndim != 4 or x.shape != y.shape:
         return Finding(part, what, None, float("inf"), f"shapes {x.shape} -> {y.shape}"), None
@@ -169,7 +212,11 @@ def _finding(call: dict[str, Any], layer: LayerRope, pairings: tuple[str, ...], 
     if other[0] is not None:
         return Finding(part, what, None, err, f"pairs as {other[2]!r} where transformers pairs "
                        f"as {'/'.join(pairings)!r}", "traditional"), None
-    note, where = diagnose(x, y, pos, layer, pairing)
+    note, where = "", ""
+    for candidate in dict.fromkeys([pairing, *allowed(pairings)]):  # the closest fit first
+        note, where = diagnose(x, y, pos, layer, candidate, bases)
+        if note:
+            break
     return Finding(part, what, None, err, note or "no reading posenc knows matches", where), None
 
 
@@ -202,7 +249,8 @@ def judge(family: str, obs: dict[str, Any], pairings: tuple[str, ...] = LAYOUTS,
             if part == "positions" and not obs["forward"] and i not in called:
                 continue  # the forward ran and this layer never called the rope it holds
             finding, pairing = _finding(call, layers[i], pairings, part,
-                                        f"layer {i} {call['phase']}")
+                                        f"layer {i} {call['phase']}",
+                                        tuple(obs.get("default_bases", ())))
             if finding is None:
                 unjudged.append(int(np.max(call["offset"])))
                 continue
@@ -245,9 +293,60 @@ def _decide(row: EngineRow, findings: list[Finding], obs: dict[str, Any],
         row.verdict = "conforms"
         row.profile = loosest(f.grade for f in findings)
     row.reason = "; ".join(notes)
+    adjudicate(row)
+    return row
+
+
+def adjudicate(row: EngineRow) -> None:
     for (family, key), text in ADJUDICATED.items():
-        if family == row.family and key in row.reason:
+        keys = (key,) if isinstance(key, str) else key
+        if family in (row.family, "*") and all(k in row.reason for k in keys):
             row.adjudication = text
+            return
+
+
+def ignores_rope_parameters(family: Any, saved: dict[str, Any]) -> bool:
+    """Whether every rotation of the ``saved`` observation is the one the engine computes with
+    ``rope_parameters`` deleted from the config (to float32 round-off): the engine never read
+    it, and its own defaults rotated (a controlled experiment, not a reading of its code)."""
+    try:
+        control = run_forked(observe_without_rope_parameters, family)
+    except Exception:  # without rope_parameters the engine refuses: it reads something there
+        return False
+    pairs = [(a, b) for part in ("calls", "applied")
+             for a, b in zip(saved.get(part, []), control.get(part, []), strict=False)]
+    if not pairs or len(saved.get("calls", [])) != len(control.get("calls", [])):
+        return False
+    return all(a["y"].shape == b["y"].shape and a["layer"] == b["layer"] and np.allclose(
+        a["y"], b["y"], rtol=1e-6, atol=1e-6 * max(float(np.max(np.abs(a["x"]))), 1.0))
+        for a, b in pairs)
+
+
+def with_saved(row: EngineRow, family: Any, known: dict[str, Any]) -> EngineRow:
+    """``row`` (the family's verdict on a transformers 4 style hub config) with the verdict
+    on the config.json transformers itself now writes: a family that conforms on the first
+    and diverges on the second diverges (every checkpoint saved by transformers 5 reaches
+    the engine so); one whose saved config does not load says so beside its verdict."""
+    try:
+        obs = run_forked(observe_saved, family)
+    except Exception as exc:  # the engine refuses the config: loud, not a silent divergence
+        row.saved_config = f"does not load: {str(exc)[:160]}"
+        return row
+    if "unsupported" in obs:
+        return row
+    saved = judge(row.family, obs, known.get("pairings") or LAYOUTS,
+                  frozenset(known.get("unrotated", ())))
+    if saved.verdict == "diverges" and ignores_rope_parameters(family, obs):
+        saved.reason = f"{UNREAD}; {saved.reason}"
+    row.saved_config = saved.verdict + (f": {saved.reason}" if saved.verdict == "diverges"
+                                        else "")
+    if row.verdict == "conforms" and saved.verdict == "diverges":
+        row.verdict, row.profile = "diverges", None
+        row.reason = f"{SAVED}: {saved.reason}"
+        row.findings += [Finding(f"saved config {f.part}", f.what, f.grade, f.max_abs, f.note,
+                                 f.field) for f in saved.findings]
+        row.max_abs = max(row.max_abs, saved.max_abs)
+        adjudicate(row)
     return row
 
 
@@ -284,6 +383,8 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
             known = truth.get(family.name, {})
             row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
                         frozenset(known.get("unrotated", ())))
+            if row.verdict in ("conforms", "diverges"):
+                row = with_saved(row, family, known)
         except Exception as exc:  # the sweep goes on
             row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
         row.seconds = time.perf_counter() - start

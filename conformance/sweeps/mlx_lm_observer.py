@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,17 +33,8 @@ def hub_config(config: dict[str, Any]) -> dict[str, Any]:
     ``rotary_emb_base`` and ``rotary_pct``, ``head_dim``, Gemma 4's ``global_head_dim``
     (transformers 5.24 keeps it in ``per_layer_config``) and, for per-layer-type parameters
     (Gemma 3), ``rope_local_base_freq``. Keys the config has already are kept."""
-    out = dict(config)
+    out = with_sizes(config, config)
     out.setdefault("rope_scaling", None)
-    heads = config.get("num_attention_heads")
-    if out.get("head_dim") is None and heads and config.get("hidden_size"):
-        out["head_dim"] = int(config["hidden_size"]) // int(heads)
-    per_layer = config.get("per_layer_config") or {}
-    types = config.get("layer_types") or []
-    for index, values in per_layer.items():  # transformers 5.24's Gemma 4: the global head
-        if isinstance(values, dict) and "head_dim" in values and str(index).isdigit() and \
-                int(index) < len(types) and types[int(index)] == "full_attention":
-            out.setdefault("global_head_dim", values["head_dim"])
     params = config.get("rope_parameters")
     if not isinstance(params, dict) or not params:
         return out
@@ -65,16 +57,74 @@ def hub_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_config_fields(hub: dict[str, Any], args_cls: type, config: Any) -> dict[str, Any]:
+THETA_PROBE = 1.375  # the saved config's rope_theta, as a multiple of the family's own
+
+
+def saved_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The family's shrunk config with its rope_theta made distinct (x ``THETA_PROBE``, so an
+    engine's default base cannot match it by chance), as ``(config.json as transformers'
+    ``save_pretrained`` writes it, the config dict posenc reads)``; None where the config class
+    keeps no ``rope_parameters`` (nothing moved for transformers 5 to write)."""
+    import json
+    import tempfile
+
+    from posenc.conformance.sweeps.transformers_configs import config_dict
+
+    params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict) or not params:
+        return None
+    nested = all(isinstance(v, dict) for v in params.values())
+    for part in (params.values() if nested else [params]):
+        part["rope_theta"] = float(part.get("rope_theta", 10000.0)) * THETA_PROBE
+    with tempfile.TemporaryDirectory() as folder:
+        config.save_pretrained(folder)
+        with open(Path(folder) / "config.json") as handle:
+            saved = json.load(handle)
+    return saved, config_dict(config)
+
+
+def default_bases(args_cls: type) -> list[float]:
+    """The rope bases ``args_cls`` (a model's ``ModelArgs``) falls back on: the defaults of
+    its fields named like rope_theta."""
+    import dataclasses
+
+    return [float(f.default) for f in dataclasses.fields(args_cls)
+            if "theta" in f.name and isinstance(f.default, (int, float))]
+
+
+ROPE_FIELD = re.compile(r"rope|rotary|partial_rotary_factor|original_max_position")
+
+
+def with_sizes(hub: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """``hub`` with the head sizes a hub config.json states and ``config`` (the config's
+    dict) leaves implicit: ``head_dim`` (hidden / heads) and Gemma 4's ``global_head_dim``
+    (transformers 5.24 keeps it in ``per_layer_config``). Sizes, not rope: a checkpoint's
+    weights fix them."""
+    out = dict(hub)
+    heads = config.get("num_attention_heads")
+    if out.get("head_dim") is None and heads and config.get("hidden_size"):
+        out["head_dim"] = int(config["hidden_size"]) // int(heads)
+    per_layer = config.get("per_layer_config") or {}
+    types = config.get("layer_types") or []
+    for index, values in per_layer.items():  # transformers 5.24's Gemma 4: the global head
+        if isinstance(values, dict) and "head_dim" in values and str(index).isdigit() and \
+                int(index) < len(types) and types[int(index)] == "full_attention":
+            out.setdefault("global_head_dim", values["head_dim"])
+    return out
+
+
+def with_config_fields(hub: dict[str, Any], args_cls: type, config: Any,
+                       rope_from_object: bool = True) -> dict[str, Any]:
     """``hub`` with the ``args_cls`` fields it lacks read from the transformers config object
     by that name, where the object has them: its ``attribute_map`` aliases (``num_experts``
     for ``num_local_experts``) and the sizes a config class keeps out of ``to_dict()``
-    (Gemma 4's ``global_head_dim``)."""
+    (Gemma 4's ``global_head_dim``). ``rope_from_object`` False: no rope field is taken from
+    the object (what the engine reads of the rope is then the JSON's alone)."""
     import dataclasses
 
     out = dict(hub)
     for f in dataclasses.fields(args_cls):
-        if f.name in out:
+        if f.name in out or (not rope_from_object and ROPE_FIELD.search(f.name)):
             continue
         try:
             value = getattr(config, f.name)

@@ -116,6 +116,47 @@ def test_a_model_whose_rotations_the_recorder_does_not_see_is_not_a_divergence()
     assert row.verdict == "not checkable"
 
 
+def test_a_family_diverging_only_on_the_config_transformers_saves_diverges(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The saved-config reading (rope_parameters only): an engine that rotates the hub config
+    right and the saved one with base 10000 diverges; 'rope_parameters is not read' is said
+    only when the control without rope_parameters rotates the same."""
+    monkeypatch.setattr(mlx_sweep, "observe_saved", lambda family: _observation("base"))
+    monkeypatch.setattr(mlx_sweep, "observe_without_rope_parameters",
+                        lambda family: _observation("base"))
+    row = mlx_sweep.with_saved(mlx_sweep.judge("synthetic", _observation(), ("half",)),
+                               None, {"pairings": ["half"]})
+    assert row.verdict == "diverges" and row.reason.startswith(mlx_sweep.SAVED)
+    assert mlx_sweep.UNREAD in row.reason and "rope_theta is not read (base 10000)" in row.reason
+    assert "known-issues.md#" in row.adjudication and row.saved_config.startswith("diverges")
+    # the control rotates otherwise: the engine reads rope_parameters, not claimed unread
+    monkeypatch.setattr(mlx_sweep, "observe_without_rope_parameters",
+                        lambda family: _observation())
+    row = mlx_sweep.with_saved(mlx_sweep.judge("synthetic", _observation(), ("half",)),
+                               None, {"pairings": ["half"]})
+    assert row.verdict == "diverges" and mlx_sweep.UNREAD not in row.reason
+    assert row.adjudication == ""
+    # the same rotations on both configs: the verdict stands
+    monkeypatch.setattr(mlx_sweep, "observe_saved", lambda family: _observation())
+    row = mlx_sweep.with_saved(mlx_sweep.judge("synthetic", _observation(), ("half",)),
+                               None, {"pairings": ["half"]})
+    assert (row.verdict, row.saved_config) == ("conforms", "conforms")
+
+
+def test_a_saved_config_the_engine_refuses_is_said_beside_the_verdict(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(family: object) -> dict:
+        raise TypeError("ModelArgs.__init__() missing 1 required positional argument: "
+                        "'rope_theta'")
+
+    monkeypatch.setattr(mlx_sweep, "observe_saved", refuse)
+    row = mlx_sweep.with_saved(mlx_sweep.judge("synthetic", _observation(), ("half",)),
+                               None, {})
+    assert row.verdict == "conforms"
+    assert row.saved_config.startswith("does not load: TypeError") and "rope_theta" in \
+        row.saved_config
+
+
 def test_deinterleaving_is_the_same_pairs_as_interleaving() -> None:
     """DeepSeek's rope_interleave writes the rotated pairs (2i, 2i+1) in another order, the same
     for q and k: an engine rotating them in place conforms."""
@@ -248,9 +289,16 @@ def test_engines_not_built_yet_say_so() -> None:
 
 # -- the engine bugs, held in float64 where mlx-lm is installed ---------------------------------
 def _mlx_rope(rope: object, x: np.ndarray, position: int) -> np.ndarray:
+    """``rope(x, offset=position)`` evaluated in a forked process: an mlx evaluation in this
+    one would start mlx's scheduler thread, which a later fork (the sweeps') does not
+    inherit, and that child's first evaluation would wait for it forever."""
     mx = pytest.importorskip("mlx.core")
-    y = rope(mx.array(x.astype(np.float32).reshape(1, 1, 1, -1)), offset=position)
-    return np.array(y, dtype=np.float64).reshape(-1)
+
+    def apply(_: object) -> np.ndarray:
+        y = rope(mx.array(x.astype(np.float32).reshape(1, 1, 1, -1)), offset=position)
+        return np.array(y, dtype=np.float64).reshape(-1)
+
+    return run_forked(apply, None)
 
 
 def test_mlx_lm_glm_rotates_the_whole_head() -> None:
@@ -307,17 +355,47 @@ def test_mlx_lm_yarn_ignores_truncate_false() -> None:
     assert np.max(np.abs(got - rotated(_yarn(d, base, factor, original, False)))) > 0.1
 
 
-@pytest.mark.parametrize(("family", "verdict", "pairing"), [
-    ("llama", "conforms", "half"), ("cohere", "conforms", "interleaved"),
-    ("deepseek_v3", "conforms", "interleaved"), ("phi3", "conforms", "half"),
-    ("glm", "diverges", ""), ("qwen2_vl", "conforms", "half"), ("olmo2", "conforms", "half")])
+@pytest.mark.parametrize(("family", "verdict", "pairing", "saved"), [
+    ("llama", "diverges", "half", "diverges"), ("cohere", "diverges", "interleaved", "diverges"),
+    ("deepseek_v3", "diverges", "interleaved", "diverges"),
+    ("phi3", "diverges", "half", "diverges"), ("glm", "diverges", "", "diverges"),
+    ("glm4", "conforms", "interleaved", "does not load"),
+    ("qwen3", "conforms", "half", "conforms"), ("olmo2", "diverges", "half", "diverges")])
 def test_the_mlx_lm_sweep_on_representative_families(family: str, verdict: str,
-                                                     pairing: str) -> None:
+                                                     pairing: str, saved: str) -> None:
+    """The verdict on the hub spelling (pairing found there) and on the config.json that
+    transformers' save_pretrained writes; a family conforming on the first and diverging on
+    the second diverges, named so (see test_mlx_lm_reads_no_rope_parameters)."""
     pytest.importorskip("mlx_lm")
     from posenc.conformance.sweeps.transformers_families import discover
 
     row = mlx_sweep.sweep(discover([family]), {})[0]
     assert (row.verdict, row.pairing) == (verdict, pairing), row.reason
+    assert row.saved_config.split(":")[0] == saved, row.saved_config
+    if verdict == "diverges" and saved == "diverges" and family != "glm":
+        assert row.reason.startswith(mlx_sweep.SAVED) and "known-issues" in row.adjudication
+
+
+def test_mlx_lm_reads_no_rope_parameters(tmp_path: Path) -> None:
+    """docs/known-issues.md: a Llama config.json written by transformers 5's save_pretrained
+    keeps rope_theta (and the scaling) inside rope_parameters only; mlx-lm's llama ModelArgs
+    read the top-level keys, so its rope rotates with base 10000 where the model's is 5e5."""
+    llama = pytest.importorskip("mlx_lm.models.llama")
+    transformers = pytest.importorskip("transformers")
+    base, d, position = 500000.0, 16, 1000
+    transformers.LlamaConfig(
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=d,
+        num_hidden_layers=1, intermediate_size=64, vocab_size=256,
+        rope_parameters={"rope_type": "default", "rope_theta": base}).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert "rope_theta" not in saved and saved["rope_parameters"]["rope_theta"] == base
+    rope = llama.Attention(llama.ModelArgs.from_dict(saved)).rope
+    x = np.random.default_rng(4).standard_normal((1, 1, 1, d))
+    got = _mlx_rope(rope, x, position).reshape(x.shape)
+    right = _rotate(_f32(x), position, base=base, width=d)
+    wrong = _rotate(_f32(x), position, base=10000.0, width=d)
+    assert np.max(np.abs(got - wrong)) < 1e-3
+    assert np.max(np.abs(got - right)) > 0.5
 
 
 def test_mlx_lm_muse_spark_pairs_interleaved_on_rows_it_reorders() -> None:
@@ -327,7 +405,8 @@ def test_mlx_lm_muse_spark_pairs_interleaved_on_rows_it_reorders() -> None:
     mx = pytest.importorskip("mlx.core")
     muse = pytest.importorskip("mlx_lm.models.muse_spark")
     d, position, base = 16, 9, 10000.0
-    rows = np.array(muse.interleave_rope_rows(mx.arange(d).reshape(d, 1), d)).reshape(-1)
+    rows = run_forked(lambda _: np.array(muse.interleave_rope_rows(
+        mx.arange(d).reshape(d, 1), d)).reshape(-1), None)  # forked: see _mlx_rope
     assert rows.tolist() == [r for i in range(d // 2) for r in (i, i + d // 2)]
     rng = np.random.default_rng(3)
     q, k = rng.standard_normal((1, 1, 1, d)), rng.standard_normal((1, 1, 1, d))
