@@ -10,7 +10,7 @@ from typing import Any
 from .. import array_api, params, rotary, validation
 from ..errors import ParameterError
 from ..layers import Layer
-from . import _mrope_orderings as orderings
+from ..rotary import mrope_orderings as orderings
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["mrope"]
