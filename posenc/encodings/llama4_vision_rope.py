@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params, rotary, validation
-from ..rotary import vision
+from .. import array_api, params, validation
+from ..rotary import rotation, vision
 
 __all__ = ["llama4_vision_rope"]
 
@@ -26,8 +26,8 @@ def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0,
     :func:`axial_rope`, the patch at (0, 0) is rotated (coordinates count from 1)."""
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
-    params.choice("layout", layout, rotary.LAYOUTS)
-    device, positions = rotary.array_inputs(xp, x, positions)
+    params.choice("layout", layout, rotation.LAYOUTS)
+    device, positions = rotation.array_inputs(xp, x, positions)
     vision.require_grid(positions)
     _INPUTS.check(xp, x=x, positions=positions)
     dim = vision.head_width(x, "llama4_vision_rope")

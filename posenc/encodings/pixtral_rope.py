@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params, rotary, validation
+from .. import array_api, params, validation
 from ..errors import ParameterError
-from ..rotary import vision
+from ..rotary import rotation, vision
 
 __all__ = ["pixtral_rope"]
 
@@ -42,8 +42,8 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
     base^(-(4i+2)/dim)."""
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
-    params.choice("layout", layout, rotary.LAYOUTS)
-    device, positions = rotary.array_inputs(xp, x, positions)
+    params.choice("layout", layout, rotation.LAYOUTS)
+    device, positions = rotation.array_inputs(xp, x, positions)
     vision.require_grid(positions)
     _INPUTS.check(xp, x=x, positions=positions)
     dim = vision.head_width(x, "pixtral_rope")
