@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ import numpy as np
 from . import catalog, inputs
 from .errors import GoldenError, SpecError
 from .paths import golden_dir
+from .rotary import schedules
 from .specs import Case, Spec, resolve_params
 
 FORMAT = 1
@@ -63,14 +65,20 @@ def output_array(value: Any) -> np.ndarray:
     return array.astype(np.complex128 if np.iscomplexobj(array) else np.float64)
 
 
+# NumPy float64 reference code kept outside posenc/reference/ because the diagnoses and the
+# tests share it: a reference that imports from one of these is hashed with it
+REFERENCE_HELPERS: tuple[ModuleType, ...] = (schedules,)
+
+
 def reference_hash(spec: Spec) -> str:
     """Hash of everything that determines the golden numbers besides the spec: the reference
-    module, the input generators and the ``posenc/reference/_*.py`` helpers it names."""
+    module, the input generators and the reference helpers whose names it imports."""
     module = catalog.reference_module(spec)
-    source = inspect.getsource(module)
-    parts = [f"format={FORMAT}", source, inspect.getsource(inputs)]
-    helpers = sorted(Path(module.__file__).parent.glob("_*.py"))
-    parts += [p.read_text() for p in helpers if p.name != "__init__.py" and p.stem in source]
+    parts = [f"format={FORMAT}", inspect.getsource(module), inspect.getsource(inputs)]
+    used = {getattr(value, "__module__", None) for value in vars(module).values()}
+    used |= {value.__name__ for value in vars(module).values() if isinstance(value, ModuleType)}
+    parts += [Path(helper.__file__).read_text() for helper in REFERENCE_HELPERS
+              if helper.__name__ in used]
     return hashlib.sha256("\n\0".join(parts).encode()).hexdigest()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from posenc.reference._rope_schedules import frequencies, rotary_width
+from posenc.rotary.schedules import frequencies, rotary_width
 
 _MODEL_TYPES = {"ernie4_5_vl": "ernie", "bailing": "bailing", "ming": "bailing",
                 "hunyuan_vl": "xdrope"}

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..reference._rope_schedules import frequencies, kind, rotary_width
+from ..rotary.schedules import frequencies, kind, rotary_width
 
 Arrays = dict[str, "np.ndarray | None"]
 Reference = Callable[..., Any]

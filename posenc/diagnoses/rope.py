@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..reference._rope_schedules import rotary_width
+from ..rotary.schedules import rotary_width
 from .base import (
     Arrays,
     Reference,

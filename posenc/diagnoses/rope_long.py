@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..reference._rope_schedules import kind
+from ..rotary.schedules import kind
 from .base import Arrays, Reference, Transform, call, positions, register, rotary_call, rows_of
 
 MAX_CANDIDATES = 20000  # starting guesses per row for the slowest frequency (else: no fit)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import params
-from ..encodings._mrope_orderings import config_ordering
 from ..encodings.rope_frequencies import Schedule, schedule, schedule_type
 from ..errors import ParameterError
+from ..rotary.mrope_orderings import config_ordering
 
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 ALL_LAYERS = "all"

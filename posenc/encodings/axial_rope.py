@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import array_api, params, rotary, validation
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import Layer
+from ..rotary import rotation
 
 __all__ = ["axial_rope"]
 
@@ -90,9 +91,9 @@ def axial_rope(
     ``(j, j + r/2)`` (``"half"``: transformers' Qwen2-VL vision rotary).
     """
     xp = array_api.namespace(x=x, positions=positions)
-    params.choice("layout", layout, rotary.LAYOUTS)
+    params.choice("layout", layout, rotation.LAYOUTS)
     base = params.base(base)
-    device, positions = rotary.array_inputs(xp, x, positions)
+    device, positions = rotation.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: axial_rope needs [seq, n_axes] grid coordinates")
     seq, dim, n_axes = _check_shapes(xp, x, positions)
@@ -109,13 +110,13 @@ def axial_rope(
     # P[..., s, j] = positions[..., s, axis[j]]: a gather, exact in any dtype
     index = array_api.asarray(xp, axis, device=device)  # the default index dtype (int32 in JAX x32)
     per_freq = xp.take(xp.astype(positions, compute), index, axis=positions.ndim - 1)
-    angles = rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
+    angles = rotation.phases(xp, per_freq, inv_freq, compute=compute, device=device)
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, n))
     cos, sin = xp.cos(angles), xp.sin(angles)
 
     head = xp.astype(x[..., :rd], compute, copy=False)
-    rotated = xp.astype(rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    rotated = xp.astype(rotation.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)

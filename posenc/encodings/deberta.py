@@ -218,7 +218,7 @@ def deberta_bucket(relative_position: Any, *, bucket_size: int = 256, max_positi
         lo, hi = int(xp.min(rel)), int(xp.max(rel))
         reach = min(limit, SUPPORTED)
         if clamp == "original":
-            lo, hi = max(lo, 1 - max_position), min(hi, max_position - 1)
+            lo, hi = (min(max(v, 1 - max_position), max_position - 1) for v in (lo, hi))
             reach = min(reach, max_position - 1)
         _, covered = _thresholds(mid, max_position, reach)
         for value in (lo, hi):

@@ -9,9 +9,10 @@ import math
 import operator
 from typing import Any
 
-from .. import array_api, params, rotary
+from .. import array_api, params
 from ..errors import ParameterError
 from ..host_cache import host_cache
+from ..rotary import rotation
 
 __all__ = ["fope"]
 
@@ -81,7 +82,7 @@ def _mixed_cos_sin(xp: Any, p: Any, omega: Any, cos_coef: Any, sin_coef: Any, *,
     positions ``[(batch,) seq, 1]`` in the compute dtype."""
     compute, kept = p.dtype, len(omega)
     if kept:
-        angles = rotary.phases(xp, p, omega, compute=compute, device=device, integral=integral)
+        angles = rotation.phases(xp, p, omega, compute=compute, device=device, integral=integral)
         if batched:  # [batch, seq, M] -> [batch, 1, seq, M] against the coefficient heads
             angles = angles[:, None, ...]
         a = xp.astype(cos_coef if cos_coef.ndim == 3 else cos_coef[None, ...], compute)
@@ -125,8 +126,8 @@ def fope(
     base = params.base(base)
     max_position_embeddings = params.size("max_position_embeddings",
                                              max_position_embeddings, minimum=1)
-    device, positions = rotary.array_inputs(xp, x, positions)
-    seq, dim = rotary.check_shapes(x, positions)
+    device, positions = rotation.array_inputs(xp, x, positions)
+    seq, dim = rotation.check_shapes(x, positions)
     if dim % 2:
         raise ParameterError(f"x.shape[-1]={dim} is odd: FoPE rotates pairs of features")
     half = dim // 2
@@ -164,5 +165,5 @@ def fope(
         sin = xp.reshape(sin, (sin.shape[0], *ones, *tuple(sin.shape[1:])))
     lead = tuple(x.shape[:-3]) if has_heads else tuple(x.shape[:-2])
     split = xp.reshape(x, (*lead, groups, heads // groups, seq, dim))
-    out = rotary.apply_cos_sin(xp, split, cos, sin, rotary_dim=dim, layout="half")
+    out = rotation.apply_cos_sin(xp, split, cos, sin, rotary_dim=dim, layout="half")
     return xp.reshape(out, tuple(x.shape))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params, rotary, validation
-from . import _vision
+from .. import array_api, params, validation
+from ..rotary import rotation, vision
 
 __all__ = ["llama4_vision_rope"]
 
 _INPUTS = validation.Inputs("llama4_vision_rope",
-                            messages={"shape:positions": _vision.GRID_SHAPE})
+                            messages={"shape:positions": vision.GRID_SHAPE})
 
 
 def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0,
@@ -26,11 +26,11 @@ def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0,
     :func:`axial_rope`, the patch at (0, 0) is rotated (coordinates count from 1)."""
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
-    params.choice("layout", layout, rotary.LAYOUTS)
-    device, positions = rotary.array_inputs(xp, x, positions)
-    _vision.require_grid(positions)
+    params.choice("layout", layout, rotation.LAYOUTS)
+    device, positions = rotation.array_inputs(xp, x, positions)
+    vision.require_grid(positions)
     _INPUTS.check(xp, x=x, positions=positions)
-    dim = _vision.head_width(x, "llama4_vision_rope")
+    dim = vision.head_width(x, "llama4_vision_rope")
     compute = array_api.compute_dtype(xp, x.dtype)
     array_api.assert_position_range(xp, positions, compute=compute)
     cls = xp.any(positions < 0, axis=1, keepdims=True)
@@ -38,4 +38,4 @@ def llama4_vision_rope(x: Any, positions: Any, *, base: float = 10000.0,
     coords = xp.astype(xp.stack([one_based[:, 1], one_based[:, 0]], axis=1), compute)
     theta = [base ** (-4.0 * j / dim) for j in range(dim // 4)]
     axis = (0,) * (dim // 4) + (1,) * (dim // 4)  # column first
-    return _vision.rotate_by_coordinates(xp, x, coords, theta + theta, axis, layout, device)
+    return vision.rotate_by_coordinates(xp, x, coords, theta + theta, axis, layout, device)

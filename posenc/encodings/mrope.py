@@ -7,10 +7,11 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import array_api, params, rotary, validation
+from .. import array_api, params, validation
 from ..errors import ParameterError
 from ..layers import Layer
-from . import _mrope_orderings as orderings
+from ..rotary import mrope_orderings as orderings
+from ..rotary import rotation
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["mrope"]
@@ -48,8 +49,8 @@ def _configure(dim: int, sections: Any, ordering: Any, interleaved: Any, base: f
                              "'alpha'), which mrope does not take: resolve the frequencies with "
                              "rope_frequencies(seq_len=...) and pass a fixed schedule")
     if scaling is None or "partial_rotary_factor" not in scaling:
-        rotary.rotary_width(dim, None)  # an error names x's width, which sets the head
-    sched = schedule(rotary.head_width(dim), base=base, scaling=scaling)
+        rotation.rotary_width(dim, None)  # an error names x's width, which sets the head
+    sched = schedule(rotation.head_width(dim), base=base, scaling=scaling)
     configured = from_config is not None and sections is from_config
     try:
         sections = orderings.sections_of(sections)
@@ -151,8 +152,8 @@ def mrope(
     HunYuan; ERNIE 4.5-VL uses ``"interleaved"``). When all rows are equal, the result is rope.
     """
     xp = array_api.namespace(x=x, positions=positions)
-    params.choice("layout", layout, rotary.LAYOUTS)
-    device, positions = rotary.array_inputs(xp, x, positions)
+    params.choice("layout", layout, rotation.LAYOUTS)
+    device, positions = rotation.array_inputs(xp, x, positions)
     if positions is None:
         raise ParameterError("positions=None: mrope needs [3, seq] (t, h, w) position ids")
     seq, dim = _check_shapes(xp, x, positions)
@@ -165,15 +166,15 @@ def mrope(
     array_api.assert_position_range(xp, positions, compute=compute)
 
     p = xp.astype(positions, compute)
-    angles = [rotary.scheduled_phases(xp, _per_frequency(xp, p, axis, device), sched,
+    angles = [rotation.scheduled_phases(xp, _per_frequency(xp, p, axis, device), sched,
                                       compute=compute, device=device, all_positions=p)
               for axis in ((axis_a,) if axis_a == axis_b else (axis_a, axis_b))]
     if positions.ndim == 3:  # line batch up with x[b, ..., s, :]
         angles = [xp.reshape(t, (t.shape[0], *([1] * (x.ndim - 3)), seq, n)) for t in angles]
     if len(angles) == 1:
-        return rotary.apply(xp, x, angles[0], rotary_dim=rd, layout=layout,
+        return rotation.apply(xp, x, angles[0], rotary_dim=rd, layout=layout,
                             factor=sched.attention_factor)
-    (cos_a, sin_a), (cos_b, sin_b) = (rotary.cos_sin(xp, t, sched.attention_factor)
+    (cos_a, sin_a), (cos_b, sin_b) = (rotation.cos_sin(xp, t, sched.attention_factor)
                                       for t in angles)
     return _rotate_split(xp, x, cos_a, sin_a, cos_b, sin_b, rotary_dim=rd, layout=layout)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import array_api, params, rotary, validation
+from .. import array_api, params, validation
 from ..errors import ParameterError
-from . import _vision
+from ..rotary import rotation, vision
 
 __all__ = ["pixtral_rope"]
 
@@ -15,7 +15,7 @@ __all__ = ["pixtral_rope"]
 def _positions_shape(fields: dict[str, Any]) -> str:
     if len(fields["shape"]) == 1:  # flat ids [seq]
         return f"positions has shape {fields['shape']} but x has {fields['first_size']} tokens"
-    return _vision.GRID_SHAPE.format(**{**fields, "expected": f"[{fields['size_of']['seq']}, 2]"})
+    return vision.GRID_SHAPE.format(**{**fields, "expected": f"[{fields['size_of']['seq']}, 2]"})
 
 
 _INPUTS = validation.Inputs("pixtral_rope", messages={"shape:positions": _positions_shape})
@@ -42,11 +42,11 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
     base^(-(4i+2)/dim)."""
     xp = array_api.namespace(x=x, positions=positions)
     base = params.base(base)
-    params.choice("layout", layout, rotary.LAYOUTS)
-    device, positions = rotary.array_inputs(xp, x, positions)
-    _vision.require_grid(positions)
+    params.choice("layout", layout, rotation.LAYOUTS)
+    device, positions = rotation.array_inputs(xp, x, positions)
+    vision.require_grid(positions)
     _INPUTS.check(xp, x=x, positions=positions)
-    dim = _vision.head_width(x, "pixtral_rope")
+    dim = vision.head_width(x, "pixtral_rope")
     if positions.ndim == 1:
         if max_width is None:
             raise ParameterError("positions are flat ids [seq]: pass max_width (the model's "
@@ -57,5 +57,5 @@ def pixtral_rope(x: Any, positions: Any, *, base: float = 10000.0,
     compute = array_api.compute_dtype(xp, x.dtype)
     array_api.assert_position_range(xp, positions, compute=compute)
     inv_freq, axis = pixtral_frequencies(dim, base)
-    return _vision.rotate_by_coordinates(xp, x, xp.astype(positions, compute), inv_freq, axis,
+    return vision.rotate_by_coordinates(xp, x, xp.astype(positions, compute), inv_freq, axis,
                                          layout, device)

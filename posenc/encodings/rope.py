@@ -6,9 +6,10 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-from .. import array_api, params, rotary
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import Layer
+from ..rotary import rotation
 from .rope_frequencies import Schedule, schedule, schedule_type
 
 __all__ = ["rope"]
@@ -33,12 +34,12 @@ def rope_schedule(dim: int, rotary_dim: Any, base: float, scaling: Mapping[str, 
             "rope_type='dynamic' needs seq_len= when positions are given (transformers uses "
             "max(position_ids) + 1; pass it explicitly: the frequencies depend on it)")
     if rotary_dim is not None or scaling is None or "partial_rotary_factor" not in scaling:
-        width = rotary.rotary_width(dim, rotary_dim)
+        width = rotation.rotary_width(dim, rotary_dim)
         if name == "proportional" and width != dim:
             raise ParameterError(f"rotary_dim={rotary_dim!r}: rope_type='proportional' rotates "
                                  "the whole head (use partial_rotary_factor)")
         return schedule(width, base=base, scaling=scaling, seq_len=seq_len)
-    return schedule(rotary.head_width(dim), base=base, scaling=scaling, seq_len=seq_len)
+    return schedule(rotation.head_width(dim), base=base, scaling=scaling, seq_len=seq_len)
 
 
 def position_schedule(dim: int, rotary_dim: Any, base: float,
@@ -59,9 +60,9 @@ def prepare(x: Any, positions: Any, *, base: float, layout: str, rotary_dim: Any
     array on the device of ``x`` (or None), exact and in range. Fused kernels share it
     (``check_range=False``: the kernel checks the positions' range itself)."""
     xp = array_api.namespace(x=x, positions=positions)
-    params.choice("layout", layout, rotary.LAYOUTS)
-    device, positions = rotary.array_inputs(xp, x, positions)
-    seq, dim = rotary.check_shapes(x, positions)
+    params.choice("layout", layout, rotation.LAYOUTS)
+    device, positions = rotation.array_inputs(xp, x, positions)
+    seq, dim = rotation.check_shapes(x, positions)
     sched = rope_schedule(dim, rotary_dim, base, scaling, seq_len, positions, seq)
     if positions is not None:
         array_api.check_positions_dtype(xp, positions)
@@ -92,7 +93,7 @@ def rope(
     """
     cos, sin, rd = rope_cos_sin(x, positions, base=base, layout=layout, rotary_dim=rotary_dim,
                                 scaling=scaling, seq_len=seq_len)
-    return rotary.apply_cos_sin(array_api.namespace(x=x), x, cos, sin, rotary_dim=rd, layout=layout)
+    return rotation.apply_cos_sin(array_api.namespace(x=x), x, cos, sin, rotary_dim=rd, layout=layout)
 
 
 def rope_cos_sin(
@@ -103,7 +104,7 @@ def rope_cos_sin(
     """``(cos, sin, rotary_dim)`` that :func:`rope` rotates ``x`` by, arguments checked alike:
     half-width ``[..., seq, rotary_dim/2]`` in the compute dtype, times the attention factor
     and lined up with ``x``. Tensors of ``x``'s shape but for the head count (a key beside its
-    query) rotate by the same ones (``rotary.apply_cos_sin``)."""
+    query) rotate by the same ones (``rotation.apply_cos_sin``)."""
     xp, device, positions, sched = prepare(x, positions, base=base, layout=layout,
                                            rotary_dim=rotary_dim, scaling=scaling,
                                            seq_len=seq_len)
@@ -113,11 +114,11 @@ def rope_cos_sin(
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
     integral = xp.isdtype(positions.dtype, "integral")
     p = xp.expand_dims(xp.astype(positions, compute), axis=-1)
-    angles = rotary.scheduled_phases(xp, p, sched, compute=compute, device=device,
+    angles = rotation.scheduled_phases(xp, p, sched, compute=compute, device=device,
                                       integral=integral)
     if positions.ndim == 2:  # line batch up with x[b, ..., s, :]
         angles = xp.reshape(angles, (angles.shape[0], *([1] * (x.ndim - 3)), seq, rd // 2))
-    cos, sin = rotary.cos_sin(xp, angles, sched.attention_factor)
+    cos, sin = rotation.cos_sin(xp, angles, sched.attention_factor)
     return cos, sin, rd
 
 

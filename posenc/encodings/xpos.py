@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import array_api, params, rotary
+from .. import array_api, params
 from ..errors import ParameterError
 from ..layers import Layer
+from ..rotary import rotation
 
 __all__ = ["xpos"]
 
@@ -77,13 +78,13 @@ def xpos(
     """
     xp = array_api.namespace(x=x, positions=positions)
     params.choice("kind", kind, KINDS)
-    params.choice("layout", layout, rotary.LAYOUTS)
+    params.choice("layout", layout, rotation.LAYOUTS)
     base = params.base(base)
     scale_base = params.positive("scale_base", scale_base)
     centre = _finite("centre", centre)
-    device, positions = rotary.array_inputs(xp, x, positions)
-    seq, dim = rotary.check_shapes(x, positions)
-    rd = rotary.rotary_width(dim, rotary_dim)
+    device, positions = rotation.array_inputs(xp, x, positions)
+    seq, dim = rotation.check_shapes(x, positions)
+    rd = rotation.rotary_width(dim, rotary_dim)
     compute = array_api.compute_dtype(xp, x.dtype)
     if positions is None:
         positions = xp.arange(seq, device=device) if device is not None else xp.arange(seq)
@@ -96,7 +97,7 @@ def xpos(
 
     p = xp.astype(positions, compute)[..., None]  # [seq, 1] or [batch, seq, 1]
     inv_freq = [base ** (-2.0 * i / rd) for i in range(rd // 2)]
-    angles = rotary.phases(xp, p, inv_freq, compute=compute, device=device)
+    angles = rotation.phases(xp, p, inv_freq, compute=compute, device=device)
     sign = 1.0 if kind == "query" else -1.0
     log_zeta = array_api.asarray(xp, [sign * math.log(z) for z in zeta(rd)], dtype=compute,
                            device=device)
@@ -108,7 +109,7 @@ def xpos(
     cos, sin = xp.cos(angles) * factor, xp.sin(angles) * factor
 
     head = xp.astype(x[..., :rd], compute, copy=False)
-    rotated = xp.astype(rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    rotated = xp.astype(rotation.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
     if rd == dim:
         return rotated
     return xp.concat([rotated, x[..., rd:]], axis=-1)

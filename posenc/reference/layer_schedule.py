@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._rope_schedules import kind
+from ..rotary.schedules import kind
 
 SCHEDULES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional",
              "ntk_alpha")

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ._rope_schedules import frequencies, kind
+from ..rotary.schedules import frequencies, kind
 
 
 def _rotate(x, positions, thetas, attention, layout):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ._rope_schedules import frequencies, rotary_width
+from ..rotary.schedules import frequencies, rotary_width
 
 _PREFIXES = {"ernie4_5_vl": "ernie", "bailing": "bailing", "ming": "bailing",
              "hunyuan_vl": "xdrope"}

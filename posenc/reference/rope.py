@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..errors import ParameterError
-from ._rope_schedules import frequencies, kind, rotary_width
+from ..rotary.schedules import frequencies, kind, rotary_width
 
 
 def _pairs(rotary_dim: int, layout: str) -> list[tuple[int, int]]:

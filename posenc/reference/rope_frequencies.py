@@ -3,7 +3,7 @@ LongRoPE, proportional, Hunyuan NTK-alpha): the inverse frequencies and the atte
 
 from __future__ import annotations
 
-from ._rope_schedules import as_array, frequencies, rotary_width
+from ..rotary.schedules import as_array, frequencies, rotary_width
 
 
 def rope_frequencies(*, dim, base, scaling, seq_len):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 
-def _relative_row(t: int, d_model: int, base: float) -> np.ndarray:
+def relative_row(t: int, d_model: int, base: float) -> np.ndarray:
     """Transformer-XL's PositionalEmbedding row: [sin(t w_0) .. | cos(t w_0) ..], w_i = base^(-2i/d)."""
     freqs = [base ** (-2.0 * i / d_model) for i in range(d_model // 2)]
     return np.array([math.sin(t * w) for w in freqs] + [math.cos(t * w) for w in freqs])
@@ -43,7 +43,7 @@ def transformer_xl(q, k, r_proj, content_bias, position_bias, *, causal, method,
                 if causal and j > i:
                     out[idx][r, j] = -math.inf
                     continue
-                rel = _relative_row(i - j, d_model, base)
+                rel = relative_row(i - j, d_model, base)
                 projected = [_dot(rel, r_proj[idx][:, c]) for c in range(d)]  # R_{i-j} W_R
                 content = _dot(q[idx][r] + u[idx], k[idx][j])
                 position = _dot(q[idx][r] + v[idx], np.array(projected))

@@ -265,7 +265,7 @@ def test_transformers_bucket_functions_are_diagnosed_as_their_float32_logs() -> 
 def _rope_float32_angles(x: np.ndarray, positions: np.ndarray | None = None,
                          **params: Any) -> np.ndarray:
     """RoPE as most ports compute it: angles m·θ multiplied in float32 (no bug, less precise)."""
-    from posenc.reference._rope_schedules import frequencies, rotary_width
+    from posenc.rotary.schedules import frequencies, rotary_width
 
     p = resolve_params(SPECS["rope"], params)
     rd = p["rotary_dim"] or rotary_width(x.shape[-1], p["scaling"])

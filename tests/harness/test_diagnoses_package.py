@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ..conftest import ROOT
+from ..toy_encoding import REFERENCE, SPEC
 
 PACKAGE = ROOT / "posenc" / "diagnoses"
 MODULES = sorted(p for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "base.py"))
@@ -90,45 +91,11 @@ def test_registering_a_name_twice_is_refused() -> None:
         register(**{taken: Transform("again", lambda ref, inputs, params: None)})
 
 
-_SPEC = """\
-id: toy_scale
-title: a fixture encoding (x times a factor)
-family: other
-summary: exists only in a test, to add an encoding with a diagnosis of its own
-references:
-  - title: none
-    url: https://example.invalid/
-formula: |
-  y = c x
-function: toy_scale
-inputs:
-  - name: x
-    kind: float
-    shape: "[n]"
-    doc: values
-output:
-  shape: "[n]"
-  dtype: same as x
-parameters:
-  factor: {type: number, default: 3.0, doc: the factor}
-cases:
-  - name: small
-    params: {}
-    inputs:
-      x: {value: [1.0, -2.0, 0.5]}
-properties: []
+_SPEC = SPEC + """\
 diagnoses:
   - name: factor_applied_twice
     transform: toy_factor_squared
     explanation: "x times factor², the factor applied by two layers"
-"""
-
-_REFERENCE = """\
-import numpy as np
-
-
-def toy_scale(x, *, factor):
-    return np.asarray(x, dtype=np.float64) * factor
 """
 
 _TRANSFORMS = """\
@@ -185,7 +152,7 @@ def test_a_new_encoding_s_transform_needs_only_its_own_file(tmp_path: Path) -> N
     (tmp_path / "spec").mkdir()
     shutil.copy(ROOT / "spec" / "schema.json", tmp_path / "spec" / "schema.json")
     (tmp_path / "spec" / "toy_scale.yaml").write_text(_SPEC)
-    (tmp_path / "posenc" / "reference" / "toy_scale.py").write_text(_REFERENCE)
+    (tmp_path / "posenc" / "reference" / "toy_scale.py").write_text(REFERENCE)
 
     before = _load_in(tmp_path)  # without the module the transform is unknown
     assert "unknown transform 'toy_factor_squared'" in str(before["error"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from posenc.backends import get_backend
+from posenc.catalog import specs
 
 from ..conftest import TESTS, run_cli
 from ..failing import failing_by_encoding
@@ -68,12 +69,13 @@ def test_silent_clamp_is_caught_by_the_out_of_range_property() -> None:
 
 
 def test_flipped_sin_namespace_is_caught() -> None:
-    # the goldens of every spec: transformer_xl's R table is sinusoidal, so its goldens see the
-    # flip too; every rotary encoding computes its rotation with sin
+    # the goldens of every spec: exactly the encodings whose spec declares them trigonometric
+    # (outputs through sin/cos of position * frequency) see the flip, transformer_xl's
+    # sinusoidal R table among them; a new one is covered by its spec, not by an edit here
     found = failing("tests.mutants.flipped_sin", properties=False, gradients=False)
-    assert set(found) == {"rope", "sinusoidal", "complex_order", "transformer_xl", "xpos",
-                          "mrope", "axial_rope", "ggml_rope", "llama4_vision_rope", "mla_rope",
-                          "pixtral_rope", "dual_chunk_attention", "fope"}
+    trigonometric = {spec_id for spec_id, spec in specs().items() if spec.trigonometric}
+    assert set(found) == trigonometric
+    assert {"rope", "sinusoidal", "transformer_xl", "mrope"} <= trigonometric  # the flag is read
     # a sign flip keeps rotations rotations: of rope's properties, only the one that compares
     # sin with float64 truth sees it (R_0 = I and relative invariance still hold)
     properties = failing("tests.mutants.flipped_sin", cases=False, gradients=False,

@@ -9,8 +9,8 @@ from unittest import mock
 
 import numpy as np
 
-from posenc import rotary
 from posenc.encodings import public_functions
+from posenc.rotary import rotation
 
 from .overrides import _mutant
 
@@ -23,7 +23,7 @@ def _naive_phases(xp: Any, positions: Any, inv_freq: np.ndarray, *, compute: Any
 
 
 def _rope_float32_angles(*args: Any, **kw: Any) -> Any:
-    with mock.patch.object(rotary, "phases", _naive_phases):
+    with mock.patch.object(rotation, "phases", _naive_phases):
         return _IMPL["rope"](*args, **kw)
 
 

@@ -23,11 +23,11 @@ from posenc.catalog import specs
 from posenc.dialects import from_ggml, from_vllm, rope_layers, to_ggml, translate
 from posenc.dialects.named import NAMED
 from posenc.errors import ParameterError
-from posenc.reference._rope_schedules import frequencies
 from posenc.reference.ggml_rope import ggml_rope as ggml_reference
 from posenc.reference.mrope import mrope as mrope_reference
 from posenc.reference.rope import rope as rope_reference
 from posenc.reference.vllm_rope_frequencies import vllm_frequencies
+from posenc.rotary.schedules import frequencies
 from posenc.specs import resolve_params
 
 EPS32 = 2.0**-24

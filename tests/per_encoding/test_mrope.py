@@ -18,7 +18,7 @@ from posenc import golden
 from posenc.catalog import specs
 from posenc.encodings import public_functions
 from posenc.errors import ParameterError
-from posenc.reference._rope_schedules import frequencies, rotary_width
+from posenc.rotary.schedules import frequencies, rotary_width
 from posenc.specs import resolve_params
 
 from ..failing import failing_properties

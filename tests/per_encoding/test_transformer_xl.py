@@ -113,10 +113,10 @@ def test_goldens_on_every_backend(pe) -> None:
 def test_reference_relative_rows_are_the_concat_sinusoidal_table() -> None:
     """R_t is Transformer-XL's PositionalEmbedding, i.e. posenc's sinusoidal layout='concat'."""
     from posenc.reference.sinusoidal import sinusoidal
-    from posenc.reference.transformer_xl import _relative_row
+    from posenc.reference.transformer_xl import relative_row
 
     table = sinusoidal(np.arange(-5, 12), 8, base=10000.0, layout="concat", padding_idx=None)
-    rows = np.stack([_relative_row(t, 8, 10000.0) for t in range(-5, 12)])
+    rows = np.stack([relative_row(t, 8, 10000.0) for t in range(-5, 12)])
     np.testing.assert_array_equal(rows, table)
 
 
@@ -198,7 +198,7 @@ def test_xlnet_relative_positional_encoding_is_the_distance_table() -> None:
     reference's rows: 'bi' holds distances klen .. -(qlen-1), 'uni' klen .. 0."""
     pytest.importorskip("torch")
     xlnet = pytest.importorskip("transformers.models.xlnet.modeling_xlnet")
-    from posenc.reference.transformer_xl import _relative_row
+    from posenc.reference.transformer_xl import relative_row
 
     q_len, k_len, d_model = 3, 7, 8
     for attn_type, low in (("bi", 1 - q_len), ("uni", 0)):
@@ -206,7 +206,7 @@ def test_xlnet_relative_positional_encoding_is_the_distance_table() -> None:
                                       clamp_len=-1,
                                       positional_embedding=xlnet.XLNetModel.positional_embedding)
         table = xlnet.XLNetModel.relative_positional_encoding(model, q_len, k_len)[:, 0]
-        rows = np.stack([_relative_row(t, d_model, 10000.0) for t in range(k_len, low - 1, -1)])
+        rows = np.stack([relative_row(t, d_model, 10000.0) for t in range(k_len, low - 1, -1)])
         np.testing.assert_allclose(table.double().numpy(), rows, rtol=0, atol=1e-6)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from ...errors import SpecError
 from ..declaration import PlotDeclaration
 from ..figure import Figure, Heatmap
-from ._shared import output, subtitle, title
+from .shared import output, subtitle, title
 
 
 def figure(decl: PlotDeclaration) -> Figure:

@@ -9,7 +9,7 @@ import numpy as np
 from ...errors import SpecError
 from ..declaration import PlotDeclaration, Series
 from ..figure import Figure, Heatmap, Line, Lines, Panel
-from ._shared import output, subtitle, title
+from .shared import output, subtitle, title
 
 DEFAULT_DISTANCE = 256
 DEFAULT_HEAD_DIM = 64

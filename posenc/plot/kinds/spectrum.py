@@ -9,7 +9,7 @@ import numpy as np
 
 from ..declaration import PlotDeclaration
 from ..figure import Figure, Line, Lines
-from ._shared import output, subtitle, title
+from .shared import output, subtitle, title
 
 
 def figure(decl: PlotDeclaration) -> Figure:

@@ -9,7 +9,7 @@ from ..declaration import PlotDeclaration
 from ..figure import Figure, Line, Lines
 from ..implementation import call
 from ..inputs import materialise
-from ._shared import subtitle, title
+from .shared import subtitle, title
 
 
 def figure(decl: PlotDeclaration) -> Figure:

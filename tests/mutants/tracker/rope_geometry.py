@@ -9,7 +9,7 @@ from unittest import mock
 
 import numpy as np
 
-from posenc import rotary
+from posenc.rotary import rotation
 
 from .registry import IMPL, Group, kind, positions_of, without
 
@@ -112,12 +112,12 @@ def _phases_bf16_angles(xp: Any, positions: Any, inv_freq: Any, **kw: Any) -> An
     return xp.asarray(angles.astype(ml_dtypes.bfloat16).astype(angles.dtype))
 
 
-_PHASES = rotary.phases
+_PHASES = rotation.phases
 
 
 def _with_phases(phases: Callable) -> Callable:
     def call(*args: Any, **kw: Any) -> Any:
-        with mock.patch.object(rotary, "phases", phases):
+        with mock.patch.object(rotation, "phases", phases):
             return IMPL["rope"](*args, **kw)
     return call
 

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from . import array_api, native, params
-from .errors import ParameterError
-from .host_cache import host_cache
+from .. import array_api, native, params
+from ..errors import ParameterError
+from ..host_cache import host_cache
 
 LAYOUTS = ("half", "interleaved")
 _LIMB_BITS = 12

@@ -1,8 +1,10 @@
 """RoPE frequency schedules in float64, one frequency at a time, from the published rules.
 
-Shared by the rotary references. Each schedule returns ``(inv_freq, attention_factor)`` for a
-rotary width ``r``; the rules are those of transformers 5.x ``ROPE_INIT_FUNCTIONS`` (which the
-goldens are checked against), written out here independently of posenc.encodings.
+Reference code, public for the rotary references (posenc/reference/), the diagnoses and the
+tests; `posenc golden` hashes it with every reference that imports it. Each schedule returns
+``(inv_freq, attention_factor)`` for a rotary width ``r``; the rules are those of transformers
+5.x ``ROPE_INIT_FUNCTIONS`` (which the goldens are checked against), written out here
+independently of posenc.encodings. NumPy and the standard library only.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import array_api, rotary
+from .. import array_api
 from ..errors import ParameterError
+from . import rotation
 
 # The message of a positions array that is not [seq, 2] (checked with the declared inputs)
 GRID_SHAPE = ("positions has shape {shape}: it must be [seq, 2] = {expected} (row, column) "
@@ -34,7 +35,7 @@ def rotate_by_coordinates(xp: Any, x: Any, coords: Any, inv_freq: Sequence[float
     compute = array_api.compute_dtype(xp, x.dtype)
     index = array_api.asarray(xp, list(axis), device=device)
     per_freq = xp.take(coords, index, axis=1)
-    angles = rotary.phases(xp, per_freq, inv_freq, compute=compute, device=device)
+    angles = rotation.phases(xp, per_freq, inv_freq, compute=compute, device=device)
     cos, sin = xp.cos(angles), xp.sin(angles)
     head = xp.astype(x, compute, copy=False)
-    return xp.astype(rotary.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
+    return xp.astype(rotation.rotate(xp, head, cos, sin, layout), x.dtype, copy=False)
