@@ -133,9 +133,12 @@ class Runner:
         self._goldens: dict[str, VerifiedGolden] = {}
         self._compiled: dict[tuple[str, str, str, str], dict[Any, Any]] = {}
         self._diagnoser = Diagnoser()
+        self.deselected = 0  # set by plan()
 
     # -- planning --------------------------------------------------------------------------
     def plan(self) -> list[Check]:
+        """The checks the options select, in order; ``self.deselected`` then counts those
+        that ``skip`` and ``compiled_cases`` left out of the plan."""
         opts = self.options
         checks: list[Check] = []
         for bname, backend in self.backends.items():
@@ -153,19 +156,25 @@ class Runner:
                             checks.extend(self._plan_spec(base, spec))
         if opts.tier not in tiers.TIERS:
             raise ParameterError(f"tier={opts.tier!r} is not one of {', '.join(tiers.TIERS)}")
+        case_order = {s.id: [c.name for c in s.cases] for s in self.specs.values()}
         if opts.tier == "standard":
-            checks = tiers.select(checks, {s.id: [c.name for c in s.cases]
-                                           for s in self.specs.values()})
-        return [c for c in checks
-                if not any(selection.selects(pattern, c, self.specs) for pattern in opts.skip)]
+            checks = tiers.select(checks, case_order)
+        kept = [c for c in checks if not self._deselects(c, case_order)]
+        self.deselected = len(checks) - len(kept)
+        return kept
+
+    def _deselects(self, check: Check, case_order: dict[str, list[str]]) -> bool:
+        """Whether ``--compiled-cases`` or a ``--skip`` pattern leaves ``check`` out."""
+        limit = self.options.compiled_cases
+        if (limit is not None and check.kind == "case" and check.mode == "compiled"
+                and case_order[check.encoding].index(check.name) >= limit):
+            return True
+        return any(selection.selects(pattern, check, self.specs) for pattern in self.options.skip)
 
     def _plan_spec(self, base: tuple[str, ...], spec: Any) -> list[Check]:
         out = []
         if self.options.cases:
-            cases = spec.cases
-            if base[3] == "compiled" and self.options.compiled_cases is not None:
-                cases = cases[: self.options.compiled_cases]
-            out += [Check(*base, "case", c.name) for c in cases]
+            out += [Check(*base, "case", c.name) for c in spec.cases]
         if self.options.properties:
             out += [Check(*base, "property", p.label, i) for i, p in enumerate(spec.properties)]
         backend = self.backends[base[0]]

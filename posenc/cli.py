@@ -216,14 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_golden(sub)
 
     p = sub.add_parser("conformance", help="check backends against goldens and properties")
-    from posenc.conformance import conformance_cli  # imports no framework
+    from posenc.conformance.cli import conformance  # imports no framework
 
-    conformance_cli.add_arguments(p)
-    p.set_defaults(func=conformance_cli.main)
+    conformance.add_arguments(p)
+    p.set_defaults(func=conformance.main)
 
     p = sub.add_parser("check", help="check ONE function with its own signature against a "
                                      "spec (scope, grade, diagnoses)")
-    from posenc.conformance import check_cli  # imports no framework
+    from posenc.conformance.cli import check as check_cli  # imports no framework
 
     check_cli.add_arguments(p)
     p.set_defaults(func=check_cli.main)

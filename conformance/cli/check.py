@@ -9,7 +9,7 @@ from typing import Any
 from posenc import params
 from posenc.errors import ParameterError
 
-from .conformance_cli import add_settings_argument
+from .conformance import add_settings_argument
 
 ADAPTERS = ("function", "apply", "cache", "frequencies", "alibi-tensor")
 
