@@ -22,9 +22,9 @@ from typing import Any
 from posenc import params
 
 from .engine import run_rows
-from .peers import hide_tensorflow
 from .plan import SUITES, plan, suites_of
 from .report import echo_report, fill_ratios, report
+from .rivals import hide_tensorflow
 from .rows import BenchContext
 from .sizes import FULL, QUICK
 from .workers import KERAS_BACKEND, RUNNERS, workers, write_rows

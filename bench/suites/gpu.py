@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..peers import llama_rotary
+from ..rivals import llama_rotary
 from ..rows import BenchCase, BenchContext, Missing, PlannedRow, Timing
 from ..sizes import BASE
 
