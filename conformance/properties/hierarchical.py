@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from ..context import CheckFailure, Context
 from . import register
+from .learned import rows_bit_for_bit
 
 N, DIM = 8, 6  # one table shape for every property: new shapes recompile under torch.compile
 
@@ -18,13 +19,7 @@ def _alpha(ctx: Context) -> float:
 @register("hierarchical_matches_table")
 def matches_table(ctx: Context) -> None:
     """Positions below n return the trained rows bit for bit, whatever alpha is."""
-
-    @ctx.given(seed=st.integers(0, 2**32 - 1))
-    def check(seed: int) -> None:
-        table = ctx.normal((N, DIM), seed)
-        positions = np.random.default_rng(seed).integers(0, N, size=(3, 7))
-        out = ctx.run({"positions": positions, "table": table})
-        ctx.assert_equal(out, table[positions], "rows of positions < n")
+    rows_bit_for_bit(ctx, N, DIM, "rows of positions < n")
 
 
 @register("hierarchical_block_structure")

@@ -11,16 +11,22 @@ from . import register
 MAX_LEN, DIM = 32, 8
 
 
-@register("learned_exact_rows")
-def exact_rows(ctx: Context) -> None:
-    """The lookup returns the table's rows bit-identically."""
+def rows_bit_for_bit(ctx: Context, rows: int, dim: int, what: str) -> None:
+    """Positions inside a trained table of ``rows`` x ``dim`` return its rows bit for bit (the
+    table encodings: learned, hierarchical's first block)."""
 
     @ctx.given(seed=st.integers(0, 2**32 - 1))
     def check(seed: int) -> None:
-        table = ctx.normal((MAX_LEN, DIM), seed)
-        positions = np.random.default_rng(seed).integers(0, MAX_LEN, size=(3, 7))
+        table = ctx.normal((rows, dim), seed)
+        positions = np.random.default_rng(seed).integers(0, rows, size=(3, 7))
         out = ctx.run({"positions": positions, "table": table})
-        ctx.assert_equal(out, table[positions], "rows")
+        ctx.assert_equal(out, table[positions], what)
+
+
+@register("learned_exact_rows")
+def exact_rows(ctx: Context) -> None:
+    """The lookup returns the table's rows bit-identically."""
+    rows_bit_for_bit(ctx, MAX_LEN, DIM, "rows")
 
 
 @register("learned_out_of_range")
