@@ -310,17 +310,7 @@ class Runner:
         result.provided_by = who
         if pairing and (converted := pairing.take_log()):
             result.details["pairing"] = converted
-        if (converts := scope.conventions(backend, spec.function)) and result.status != "unsupported":
-            result.details["conventions"] = converts
-        if supplied := scope.posenc_supplies(backend, spec.function):
-            result.details.setdefault("posenc_supplies", supplied)
-        if result.failed and "whose" not in result.details:
-            whose.record(result, *(
-                (whose.IMPLEMENTATION, "posenc's own code is the implementation here")
-                if scope.runs_posenc_code(backend, who)
-                else whose.of_error(raised) if raised is not None
-                else whose.of_failure(result.details)))
-        return result
+        return _annotated(result, backend, spec, who, raised)
 
     def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:
         case = self._golden(ctx.spec.id).case(name)
@@ -394,6 +384,23 @@ class Runner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _annotated(result: Result, backend: Backend, spec: Any, who: str,
+               raised: BaseException | None) -> Result:
+    """``result`` with the conventions converted, what posenc supplied, and for a failure
+    whose it is (the implementation, the framework, the golden)."""
+    if (converts := scope.conventions(backend, spec.function)) and result.status != "unsupported":
+        result.details["conventions"] = converts
+    if supplied := scope.posenc_supplies(backend, spec.function):
+        result.details.setdefault("posenc_supplies", supplied)
+    if result.failed and "whose" not in result.details:
+        whose.record(result, *(
+            (whose.IMPLEMENTATION, "posenc's own code is the implementation here")
+            if scope.runs_posenc_code(backend, who)
+            else whose.of_error(raised) if raised is not None
+            else whose.of_failure(result.details)))
+    return result
 
 
 def _with_notes(exc: BaseException, text: str | None = None) -> str:

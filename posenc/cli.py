@@ -205,6 +205,35 @@ def _add_generators(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_stubs)
 
 
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
+    p.add_argument("id", help="the encoding (see `posenc list`)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="an encoding parameter, written as in a spec (repeatable), e.g. "
+                        "base=500000 or 'scaling={rope_type: llama3, factor: 8.0}'")
+    p.add_argument("-o", "--output", metavar="FILE.png", help="default: ID.png")
+    p.add_argument("--dpi", type=COUNT, default=100, help="resolution (default 100)")
+    p.set_defaults(func=_cmd_plot)
+
+
+def _add_peers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("peers", help="run every installed peer adapter (peer:NAME) and write "
+                                     "docs/peers.md, the scoreboard")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
+    p.add_argument("--peer", action="append", metavar="NAME",
+                   help="run only this peer (repeatable; default: every peer)")
+    p.add_argument("--max-examples", type=COUNT, default=None,
+                   help="Hypothesis examples per property (default: the scoreboard's)")
+    p.add_argument("--check", action="store_true",
+                   help="run nothing; fail when docs/peers.md is stale")
+    p.add_argument("--reports", metavar="DIR", help="write each peer's run to "
+                   "DIR/peer-NAME.json instead of the page (what each nox group does)")
+    p.add_argument("--from-reports", metavar="DIR", help="write the page taking each peer's "
+                   "run from DIR/peer-NAME.json where there is one (.nox/reports after "
+                   "`nox -s peers`), running the others here")
+    p.set_defaults(func=_cmd_peers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="posenc", description="Transformer positional encodings: spec, goldens, conformance.")
@@ -231,32 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_report(sub)
 
-    p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
-    p.add_argument("id", help="the encoding (see `posenc list`)")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="an encoding parameter, written as in a spec (repeatable), e.g. "
-                        "base=500000 or 'scaling={rope_type: llama3, factor: 8.0}'")
-    p.add_argument("-o", "--output", metavar="FILE.png", help="default: ID.png")
-    p.add_argument("--dpi", type=COUNT, default=100, help="resolution (default 100)")
-    p.set_defaults(func=_cmd_plot)
+    _add_plot(sub)
 
     _add_generators(sub)
 
-    p = sub.add_parser("peers", help="run every installed peer adapter (peer:NAME) and write "
-                                     "docs/peers.md, the scoreboard")
-    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
-    p.add_argument("--peer", action="append", metavar="NAME",
-                   help="run only this peer (repeatable; default: every peer)")
-    p.add_argument("--max-examples", type=COUNT, default=None,
-                   help="Hypothesis examples per property (default: the scoreboard's)")
-    p.add_argument("--check", action="store_true",
-                   help="run nothing; fail when docs/peers.md is stale")
-    p.add_argument("--reports", metavar="DIR", help="write each peer's run to "
-                   "DIR/peer-NAME.json instead of the page (what each nox group does)")
-    p.add_argument("--from-reports", metavar="DIR", help="write the page taking each peer's "
-                   "run from DIR/peer-NAME.json where there is one (.nox/reports after "
-                   "`nox -s peers`), running the others here")
-    p.set_defaults(func=_cmd_peers)
+    _add_peers(sub)
 
     p = sub.add_parser("sweep", help="check every model family of transformers or an engine "
                                      "(mlx-lm); --from-reports writes docs/engines.md")
@@ -265,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
 
-    p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
+    p = sub.add_parser("bench", help="time posenc against its rivals (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")
     from .bench import add_arguments  # imports no framework
 
