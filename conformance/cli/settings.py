@@ -58,6 +58,7 @@ def from_args(args: argparse.Namespace) -> Settings:
     """The settings of the parsed ``posenc conformance`` arguments. argparse has checked what
     it parses; a namespace built another way is checked here the same, and a bad value is a
     ParameterError naming the option and the value."""
+    from posenc.backends import installed_backends
     from posenc.backends.backend import FLOAT_DTYPES, SETTINGS
 
     from .. import parallel, shard
@@ -72,8 +73,10 @@ def from_args(args: argparse.Namespace) -> Settings:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
             0 < timeout < math.inf):
         raise ParameterError(f"--check-timeout {timeout!r}: expected a number of seconds above 0")
+    every_installed = not args.backend  # then every installed backend, as the job announces
     options = build_options(
-        backends=args.backend, encodings=args.encoding, dtypes=args.dtype, modes=args.mode,
+        backends=installed_backends() if every_installed else args.backend,
+        encodings=args.encoding, dtypes=args.dtype, modes=args.mode,
         device=args.device, tier=_choice("--tier", args.tier, TIERS),
         max_examples=_count("--max-examples", args.max_examples, 1),
         only=_choice("--only", args.only, ONLY), expectations=args.expectations,
@@ -82,11 +85,6 @@ def from_args(args: argparse.Namespace) -> Settings:
         include_posenc_code=args.include_posenc_code,
         matmul_precision=_choice("--matmul-precision", args.matmul_precision,
                                  tuple(SETTINGS["matmul_precision"])))
-    every_installed = not options.backends
-    if every_installed:
-        from posenc.backends import installed_backends
-
-        options.backends = installed_backends()
     return Settings(
         options=options,
         workers=None if args.workers is None else parallel.parse_workers(args.workers),
