@@ -35,19 +35,31 @@ def out_of_range(ctx: Context) -> None:
     the position; compiled calls (values unknown while tracing) fill those rows with NaN."""
     table = ctx.normal((MAX_LEN, DIM), 0)
     for bad in (MAX_LEN, -1, 10 * MAX_LEN):
-        positions = np.array([0, bad, MAX_LEN - 1])
-        if ctx.mode == "eager":
-            try:
-                out = ctx.run({"positions": positions, "table": table})
-            except (IndexError, ValueError) as exc:
-                if str(bad) not in str(exc) or "positions" not in str(exc):
-                    raise CheckFailure(
-                        f"position {bad}: the error does not name 'positions' and the value: "
-                        f"{exc}") from exc
-                continue
-            raise CheckFailure(f"position {bad} (max_len {MAX_LEN}) returned rows instead of "
-                               f"raising: {out[1][:4]}…")
-        out = ctx.run({"positions": positions, "table": table})
-        if not np.all(np.isnan(out[1])):
-            raise CheckFailure(f"compiled: row of position {bad} is {out[1][:4]}…, not NaN")
-        ctx.assert_equal(out[[0, 2]], table[[0, MAX_LEN - 1]], "in-range rows")
+        out = refuses_out_of_range(ctx, table, [0, bad, MAX_LEN - 1], f"max_len {MAX_LEN}")
+        if out is not None:
+            ctx.assert_equal(out[[0, 2]], table[[0, MAX_LEN - 1]], "in-range rows")
+
+
+def refuses_out_of_range(ctx: Context, table: np.ndarray, positions: list[int],
+                         limit: str) -> np.ndarray | None:
+    """``positions[1]`` lies outside the table (``limit`` says where it ends), with
+    out_of_range='error'. Eager: the call must raise an error naming 'positions' and the
+    value (None is returned). Compiled (values unknown while tracing): that row must be NaN;
+    the output is returned for the caller to check the in-range rows."""
+    bad = positions[1]
+    inputs = {"positions": np.array(positions), "table": table}
+    if ctx.mode == "eager":
+        try:
+            out = ctx.run(inputs)
+        except (IndexError, ValueError) as exc:
+            if str(bad) not in str(exc) or "positions" not in str(exc):
+                raise CheckFailure(
+                    f"position {bad}: the error does not name 'positions' and the value: "
+                    f"{exc}") from exc
+            return None
+        raise CheckFailure(f"position {bad} ({limit}) returned a row instead of raising: "
+                           f"{out[1][:4]}…")
+    out = ctx.run(inputs)
+    if not np.all(np.isnan(out[1])):
+        raise CheckFailure(f"compiled: row of position {bad} is {out[1][:4]}…, not NaN")
+    return out
