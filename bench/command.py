@@ -7,7 +7,7 @@ are timed with ``torch.utils.benchmark.Timer.blocked_autorange``, JAX rows with 
 over ``block_until_ready``, TensorFlow rows with a median loop that syncs through ``.numpy()``.
 keras-hub needs ``KERAS_BACKEND`` before keras is imported, and TensorFlow is best kept out of
 a process that has torch, so the TensorFlow and keras rows run in worker subprocesses
-(``python -m posenc.bench --worker tf|keras-jax``) that report JSON back. A missing peer gives
+(``python -m posenc.bench --worker tf|keras-jax``) that report JSON back. A missing rival gives
 a "not installed" row, never a failure. Timings are indicative; nothing here is a test.
 """
 

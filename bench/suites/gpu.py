@@ -6,7 +6,7 @@ at 16K tokens and beyond, in float32 too).
 The first row copies q and k (the same bytes a rotary must read and write): its bandwidth is
 the ceiling, and every row reports its own bandwidth (bytes read + written / time) and its
 fraction of that ceiling. Ratios are against transformers' eager rotary. Rows are timed with
-``triton.testing.do_bench`` (CUDA events, median); peers that are not installed give "not
+``triton.testing.do_bench`` (CUDA events, median); rivals that are not installed give "not
 installed" rows.
 """
 
