@@ -22,7 +22,9 @@ then merges them into docs/engines.md (``posenc sweep --from-reports .nox/report
 
 from __future__ import annotations
 
+import functools
 import shlex
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import nox
@@ -59,15 +61,30 @@ def light_dependencies() -> list[str]:
     return [*project["dependencies"], "pytest>=8"]
 
 
-def run_group(session: nox.Session, group: str) -> None:
-    peers, steps = directives(group)
+def install(session: nox.Session, requirements: Path, steps: Sequence[list[str]] = ()) -> None:
+    """torch (CPU), the pinned requirements and their pip steps, then posenc and its light
+    dependencies: the environment of a peer group or an engine sweep."""
     session.install(TORCH)
-    session.install("-r", str(ENVS / f"{group}.txt"))
+    session.install("-r", str(requirements))
     for step in steps:
         session.run("python", "-m", "pip", *step)
     # editable: the tests run from the checkout, whose posenc/ would shadow a wheel install
     session.install("--no-deps", "-e", ".")
     session.install(*light_dependencies())
+
+
+def define(name: str, run: Callable[[nox.Session], None], doc: str) -> None:
+    """A nox session ``name`` that calls ``run`` (one per peer group or engine sweep)."""
+    @nox.session(name=name)
+    def session(session: nox.Session) -> None:
+        run(session)
+
+    session.__doc__ = doc
+
+
+def run_group(session: nox.Session, group: str) -> None:
+    peers, steps = directives(group)
+    install(session, ENVS / f"{group}.txt", steps)
     tests = [t for t in ("tests/peers/test_engines.py", f"tests/test_{group}_engine.py",
                          "tests/peers/test_peer_libraries.py")
              if (ROOT / t).exists()]
@@ -93,16 +110,9 @@ def run_group(session: nox.Session, group: str) -> None:
                       f"peers/envs/{group}.txt)")
 
 
-def _define(group: str) -> None:
-    @nox.session(name=group)
-    def session(session: nox.Session) -> None:
-        run_group(session, group)
-
-    session.__doc__ = f"the {group} peers: peers/envs/{group}.txt, then its engine tests and peers"
-
-
 for _group in groups():
-    _define(_group)
+    define(_group, functools.partial(run_group, group=_group),
+           f"the {_group} peers: peers/envs/{_group}.txt, then its engine tests and peers")
 
 
 @nox.session(venv_backend="none")
@@ -123,10 +133,7 @@ def sweep_engines() -> list[str]:
 def run_sweep(session: nox.Session, engine: str) -> None:
     """The engine's pinned environment, the transformers sweep's report (the pairing and the
     unrotated layers the engine is held to), the engine's sweep and its tests."""
-    session.install(TORCH)
-    session.install("-r", str(SWEEP_ENVS / f"{engine}.txt"))
-    session.install("--no-deps", "-e", ".")
-    session.install(*light_dependencies())
+    install(session, SWEEP_ENVS / f"{engine}.txt")
     REPORTS.mkdir(parents=True, exist_ok=True)
     truth = REPORTS / "sweep-transformers.json"
     session.run("posenc", "sweep", "transformers", "--json", str(truth), "--out", str(REPORTS))
@@ -135,16 +142,9 @@ def run_sweep(session: nox.Session, engine: str) -> None:
                 "--rootdir", str(ROOT), "-p", "no:cacheprovider")
 
 
-def _define_sweep(engine: str) -> None:
-    @nox.session(name=f"sweep-{engine}")
-    def session(session: nox.Session) -> None:
-        run_sweep(session, engine)
-
-    session.__doc__ = f"posenc sweep {engine} in peers/sweeps/{engine}.txt's environment"
-
-
 for _engine in sweep_engines():
-    _define_sweep(_engine)
+    define(f"sweep-{_engine}", functools.partial(run_sweep, engine=_engine),
+           f"posenc sweep {_engine} in peers/sweeps/{_engine}.txt's environment")
 
 
 @nox.session(venv_backend="none")

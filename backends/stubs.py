@@ -155,7 +155,9 @@ def served_stub() -> str:
     module serves (the core's, with ``device=``), star-imported by each backend's stub."""
     body = "\n".join(render_signature(name, _with_device(inspect.signature(fn)))
                      for name, fn in public_functions().items())
-    return HEADER + "\n" + _imports(body, []) + "\n" + body + "\n"
+    why = ("# The core's signatures again (posenc/__init__.pyi), each with device=: a stub cannot\n"
+           "# extend another's signature, so the two are generated alike and differ by device=.\n")
+    return HEADER + why + "\n" + _imports(body, []) + "\n" + body + "\n"
 
 
 def backend_stub(framework: str) -> str:

@@ -7,7 +7,7 @@ are timed with ``torch.utils.benchmark.Timer.blocked_autorange``, JAX rows with 
 over ``block_until_ready``, TensorFlow rows with a median loop that syncs through ``.numpy()``.
 keras-hub needs ``KERAS_BACKEND`` before keras is imported, and TensorFlow is best kept out of
 a process that has torch, so the TensorFlow and keras rows run in worker subprocesses
-(``python -m posenc.bench --worker tf|keras-jax``) that report JSON back. A missing peer gives
+(``python -m posenc.bench --worker tf|keras-jax``) that report JSON back. A missing rival gives
 a "not installed" row, never a failure. Timings are indicative; nothing here is a test.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 from posenc import params
 
 from .engine import run_rows
-from .peers import hide_tensorflow
 from .plan import SUITES, plan, suites_of
 from .report import echo_report, fill_ratios, report
+from .rivals import hide_tensorflow
 from .rows import BenchContext
 from .sizes import FULL, QUICK
 from .workers import KERAS_BACKEND, RUNNERS, workers, write_rows

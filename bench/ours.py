@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .peers import jnp_rotary
+from .rivals import jnp_rotary
 from .rows import BenchContext, Missing
 from .sizes import BASE
 

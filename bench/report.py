@@ -86,7 +86,7 @@ def targets(sizes: Sizes, rows: dict[str, Row]) -> list[dict[str, Any]]:
 
 def gpu_targets(rows: dict[str, Row]) -> list[dict[str, Any]]:
     """The GPU issue's goals: the kernel at >= 85% of copy bandwidth from 16K tokens, and no
-    slower than the best installed peer kernel at each shape."""
+    slower than the best installed rival kernel at each shape."""
     out = []
     for key in {r.id.rsplit("/", 1)[0] for r in rows.values() if r.id.startswith("gpu/")}:
         ours = rows.get(f"{key}/posenc-triton-kernel")
@@ -97,12 +97,12 @@ def gpu_targets(rows: dict[str, Row]) -> list[dict[str, Any]]:
         if batch * seq >= 16384 and ours.of_copy is not None:
             out.append({"id": ours.id, "what": "kernel >= 0.85 of copy bandwidth (>= 16K tokens)",
                         "target": 0.85, "value": ours.of_copy, "met": ours.of_copy >= 0.85})
-        peers = [r for name in ("liger", "flash-attn", "transformers-compiled")
+        rivals = [r for name in ("liger", "flash-attn", "transformers-compiled")
                  if (r := rows.get(f"{key}/{name}")) is not None and r.median_s]
-        if peers:
-            best = min(peers, key=lambda r: r.median_s)
+        if rivals:
+            best = min(rivals, key=lambda r: r.median_s)
             value = ours.median_s / best.median_s
-            out.append({"id": ours.id, "what": f"<= 1.0x the best peer ({best.id.rsplit('/')[-1]})",
+            out.append({"id": ours.id, "what": f"<= 1.0x the best rival ({best.id.rsplit('/')[-1]})",
                         "target": 1.0, "value": value, "met": value <= 1.0})
     return sorted(out, key=lambda t: (t["id"], t["what"]))
 

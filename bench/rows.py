@@ -11,7 +11,7 @@ from .sizes import Sizes
 
 
 class Missing(Exception):
-    """A peer (or a piece of posenc) that is not installed: the row says so."""
+    """A rival (or a piece of posenc) that is not installed: the row says so."""
 
 
 @dataclass

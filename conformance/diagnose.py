@@ -37,7 +37,6 @@ from posenc.specs import Spec, resolve_params
 
 from . import rotary_bound
 from .tolerances import Tolerance, compare, for_spec
-from .tolerances import compare as _compare
 
 CLOSER = 100.0
 
@@ -150,11 +149,10 @@ class Diagnoser:
             return None
         exact = spec.output_kind == "int"
 
-        def compare(a: np.ndarray, b: np.ndarray, tol: Tolerance, **kw: Any) -> Any:
-            return _compare(a, b, tol, bound=bound, **kw)
+        def near(a: np.ndarray, b: np.ndarray) -> Any:  # every comparison under the case's bound
+            return compare(a, b, tol, scale=scale, angle_bound=angle_bound, bound=bound)
 
-        to_golden = None if exact else compare(actual, case.output, tol, scale=scale,
-                                               angle_bound=angle_bound).max_abs
+        to_golden = None if exact else near(actual, case.output).max_abs
         matches: list[tuple[Match, np.ndarray]] = []
         for diagnosis in spec.diagnoses:
             out, fit = self.fitted_output(spec, case, diagnosis, actual)
@@ -164,9 +162,9 @@ class Diagnoser:
                 if not np.array_equal(out, case.output) and np.array_equal(actual, out):
                     matches.append((Match(diagnosis, 0.0, True, diagnosis.params), out))
                 continue
-            if compare(out, case.output, tol, scale=scale, angle_bound=angle_bound).ok:
+            if near(out, case.output).ok:
                 continue  # this case cannot tell the diagnosis from the right answer
-            result = compare(actual, out, tol, scale=scale, angle_bound=angle_bound)
+            result = near(actual, out)
             closer = (np.isfinite(result.max_abs) and to_golden is not None
                       and result.max_abs * CLOSER <= to_golden)
             if result.ok or closer:
@@ -182,8 +180,7 @@ class Diagnoser:
         if len(matches) > 1:
             best.runner_up = (matches[1][0].diagnosis.name, matches[1][0].unexplained)
         for other, out in matches[1:]:
-            same = (np.array_equal(out, best_out) if exact
-                    else compare(out, best_out, tol, scale=scale, angle_bound=angle_bound).ok)
+            same = np.array_equal(out, best_out) if exact else near(out, best_out).ok
             if same:
                 best.indistinguishable.append(other.diagnosis.name)
         return best

@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _options(config: pytest.Config) -> Any:
-    from posenc.conformance.options_loader import build_options
+    from posenc.conformance.cli.options import build_options
 
     get = config.getoption
     return build_options(

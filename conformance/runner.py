@@ -133,9 +133,12 @@ class Runner:
         self._goldens: dict[str, VerifiedGolden] = {}
         self._compiled: dict[tuple[str, str, str, str], dict[Any, Any]] = {}
         self._diagnoser = Diagnoser()
+        self.deselected = 0  # set by plan()
 
     # -- planning --------------------------------------------------------------------------
     def plan(self) -> list[Check]:
+        """The checks the options select, in order; ``self.deselected`` then counts those
+        that ``skip`` and ``compiled_cases`` left out of the plan."""
         opts = self.options
         checks: list[Check] = []
         for bname, backend in self.backends.items():
@@ -153,19 +156,25 @@ class Runner:
                             checks.extend(self._plan_spec(base, spec))
         if opts.tier not in tiers.TIERS:
             raise ParameterError(f"tier={opts.tier!r} is not one of {', '.join(tiers.TIERS)}")
+        case_order = {s.id: [c.name for c in s.cases] for s in self.specs.values()}
         if opts.tier == "standard":
-            checks = tiers.select(checks, {s.id: [c.name for c in s.cases]
-                                           for s in self.specs.values()})
-        return [c for c in checks
-                if not any(selection.selects(pattern, c, self.specs) for pattern in opts.skip)]
+            checks = tiers.select(checks, case_order)
+        kept = [c for c in checks if not self._deselects(c, case_order)]
+        self.deselected = len(checks) - len(kept)
+        return kept
+
+    def _deselects(self, check: Check, case_order: dict[str, list[str]]) -> bool:
+        """Whether ``--compiled-cases`` or a ``--skip`` pattern leaves ``check`` out."""
+        limit = self.options.compiled_cases
+        if (limit is not None and check.kind == "case" and check.mode == "compiled"
+                and case_order[check.encoding].index(check.name) >= limit):
+            return True
+        return any(selection.selects(pattern, check, self.specs) for pattern in self.options.skip)
 
     def _plan_spec(self, base: tuple[str, ...], spec: Any) -> list[Check]:
         out = []
         if self.options.cases:
-            cases = spec.cases
-            if base[3] == "compiled" and self.options.compiled_cases is not None:
-                cases = cases[: self.options.compiled_cases]
-            out += [Check(*base, "case", c.name) for c in cases]
+            out += [Check(*base, "case", c.name) for c in spec.cases]
         if self.options.properties:
             out += [Check(*base, "property", p.label, i) for i, p in enumerate(spec.properties)]
         backend = self.backends[base[0]]
@@ -301,17 +310,7 @@ class Runner:
         result.provided_by = who
         if pairing and (converted := pairing.take_log()):
             result.details["pairing"] = converted
-        if (converts := scope.conventions(backend, spec.function)) and result.status != "unsupported":
-            result.details["conventions"] = converts
-        if supplied := scope.posenc_supplies(backend, spec.function):
-            result.details.setdefault("posenc_supplies", supplied)
-        if result.failed and "whose" not in result.details:
-            whose.record(result, *(
-                (whose.IMPLEMENTATION, "posenc's own code is the implementation here")
-                if scope.runs_posenc_code(backend, who)
-                else whose.of_error(raised) if raised is not None
-                else whose.of_failure(result.details)))
-        return result
+        return _annotated(result, backend, spec, who, raised)
 
     def _check_case(self, ctx: Context, name: str) -> dict[str, Any]:
         case = self._golden(ctx.spec.id).case(name)
@@ -385,6 +384,23 @@ class Runner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _annotated(result: Result, backend: Backend, spec: Any, who: str,
+               raised: BaseException | None) -> Result:
+    """``result`` with the conventions converted, what posenc supplied, and for a failure
+    whose it is (the implementation, the framework, the golden)."""
+    if (converts := scope.conventions(backend, spec.function)) and result.status != "unsupported":
+        result.details["conventions"] = converts
+    if supplied := scope.posenc_supplies(backend, spec.function):
+        result.details.setdefault("posenc_supplies", supplied)
+    if result.failed and "whose" not in result.details:
+        whose.record(result, *(
+            (whose.IMPLEMENTATION, "posenc's own code is the implementation here")
+            if scope.runs_posenc_code(backend, who)
+            else whose.of_error(raised) if raised is not None
+            else whose.of_failure(result.details)))
+    return result
 
 
 def _with_notes(exc: BaseException, text: str | None = None) -> str:

@@ -128,6 +128,14 @@ def device_of(x: Any) -> Any:
     return native.of(x).device_of(x)
 
 
+def arange(xp: ModuleType, start: int, stop: int, device: Any = None) -> Any:
+    """Integer positions ``start .. stop - 1`` in the namespace's default integer dtype (exact,
+    unlike float32), on ``device`` when one is given."""
+    if device is None:
+        return xp.arange(start, stop)
+    return xp.arange(start, stop, device=device)
+
+
 def asarray(xp: ModuleType, value: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """``xp.asarray`` that passes ``device`` only when it is known."""
     if device is None:

@@ -205,32 +205,7 @@ def _add_generators(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_stubs)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="posenc", description="Transformer positional encodings: spec, goldens, conformance.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("list", help="list the specified encodings")
-    p.set_defaults(func=_cmd_list)
-
-    _add_golden(sub)
-
-    p = sub.add_parser("conformance", help="check backends against goldens and properties")
-    from posenc.conformance import conformance_cli  # imports no framework
-
-    conformance_cli.add_arguments(p)
-    p.set_defaults(func=conformance_cli.main)
-
-    p = sub.add_parser("check", help="check ONE function with its own signature against a "
-                                     "spec (scope, grade, diagnoses)")
-    from posenc.conformance import check_cli  # imports no framework
-
-    check_cli.add_arguments(p)
-    p.set_defaults(func=check_cli.main)
-
-    _add_export(sub)
-    _add_report(sub)
-
+def _add_plot(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plot", help="draw an encoding (needs the 'plot' extra: matplotlib)")
     p.add_argument("id", help="the encoding (see `posenc list`)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
@@ -240,8 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dpi", type=COUNT, default=100, help="resolution (default 100)")
     p.set_defaults(func=_cmd_plot)
 
-    _add_generators(sub)
 
+def _add_peers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("peers", help="run every installed peer adapter (peer:NAME) and write "
                                      "docs/peers.md, the scoreboard")
     p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default: docs)")
@@ -258,6 +233,39 @@ def build_parser() -> argparse.ArgumentParser:
                    "`nox -s peers`), running the others here")
     p.set_defaults(func=_cmd_peers)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="posenc", description="Transformer positional encodings: spec, goldens, conformance.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list the specified encodings")
+    p.set_defaults(func=_cmd_list)
+
+    _add_golden(sub)
+
+    p = sub.add_parser("conformance", help="check backends against goldens and properties")
+    from posenc.conformance.cli import conformance  # imports no framework
+
+    conformance.add_arguments(p)
+    p.set_defaults(func=conformance.main)
+
+    p = sub.add_parser("check", help="check ONE function with its own signature against a "
+                                     "spec (scope, grade, diagnoses)")
+    from posenc.conformance.cli import check as check_cli  # imports no framework
+
+    check_cli.add_arguments(p)
+    p.set_defaults(func=check_cli.main)
+
+    _add_export(sub)
+    _add_report(sub)
+
+    _add_plot(sub)
+
+    _add_generators(sub)
+
+    _add_peers(sub)
+
     p = sub.add_parser("sweep", help="check every model family of transformers or an engine "
                                      "(mlx-lm); --from-reports writes docs/engines.md")
     from posenc.conformance.sweeps import command as sweep_command  # imports no framework
@@ -265,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
 
-    p = sub.add_parser("bench", help="time posenc against its peers (transformers, "
+    p = sub.add_parser("bench", help="time posenc against its rivals (transformers, "
                                      "rotary-embedding-torch, keras-hub, hand-written jnp)")
     from .bench import add_arguments  # imports no framework
 

@@ -47,3 +47,12 @@ def check_broadcasts_to(name: str, shape: tuple[int, ...], target: tuple[int, ..
     if not fits:
         raise ParameterError(f"{name} has shape {tuple(shape)}, which does not broadcast to "
                              f"the scores' shape {tuple(target)} = {described}")
+
+
+def check_queries_within_keys(q_shape: tuple[int, ...], k_shape: tuple[int, ...]) -> None:
+    """Queries are aligned to the end of the keys (a KV cache): q_len <= k_len."""
+    q_len, k_len = q_shape[-2], k_shape[-2]
+    if q_len > k_len:
+        raise ParameterError(
+            f"q has q_len={q_len} > k_len={k_len}: queries are aligned to the end of the keys "
+            f"(KV cache), so q_len must be <= k_len (q shape {q_shape}, k shape {k_shape})")

@@ -28,6 +28,8 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0, dtype: Any = None,
     return -_mpt(num_heads, 2, max_bias, dtype, device)[:, 0, 0]
 
 
+# The spec's signature and checks, as in peers/transformers.py's BLOOM adapter: each adapter
+# states its own library's refusals and builds with its own library's code, not a shared one.
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
                max_bias: float = 8.0, head_dim: int | None = None, dtype: Any = None,
                device: Any = None) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..inputs import jax_qk, torch_positions, torch_qk
 from ..ours import jax_fns, pe_torch, rotary_module
-from ..peers import llama_rotary
+from ..rivals import llama_rotary
 from ..rows import BenchCase, BenchContext, PlannedRow, Timing
 from ..sizes import BASE, Sizes
 

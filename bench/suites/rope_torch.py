@@ -7,7 +7,7 @@ from typing import Any
 
 from ..inputs import qk_shapes, torch_positions, torch_qk
 from ..ours import pe_torch, rotary_module
-from ..peers import llama_rotary
+from ..rivals import llama_rotary
 from ..rows import BenchCase, BenchContext, PlannedRow, Timing
 from ..sizes import BASE, Sizes
 

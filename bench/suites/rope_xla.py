@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..inputs import jax_qk, qk_shapes, tf_qk
 from ..ours import jax_fns
-from ..peers import keras_rotary, keras_version
+from ..rivals import keras_rotary, keras_version
 from ..rows import BenchCase, BenchContext, PlannedRow, Timing
 from ..sizes import BASE, Sizes
 

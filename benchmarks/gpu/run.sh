@@ -15,10 +15,10 @@
 #
 # Carried, never committed (.git/info/exclude): .whl/ holds posenc's own wheel and the light
 # dependencies the machine lacks (array-api-compat, jsonschema and its deps, liger-kernel);
-# .peers/ holds flash-attn's Triton rotary source (flash_attn/ops/triton/rotary.py with empty
+# .rivals/ holds flash-attn's Triton rotary source (flash_attn/ops/triton/rotary.py with empty
 # __init__.py files: no flash-attn wheel matches the machine's torch).
 # DRY_RUN=1 prints each step and checks every conformance command line with posenc's own
-# parser, running nothing (tests/test_gpu_run_script.py does that on CPU).
+# parser, running nothing (tests/project/test_gpu_run_script.py does that on CPU).
 set -uo pipefail
 what=${1:-quick}
 ROOT=$(pwd)
@@ -50,7 +50,7 @@ setup() {
             .whl/*.whl || exit 3
         export PYTHONPATH=/tmp/site
     fi
-    [ -d .peers ] && export PYTHONPATH="$ROOT/.peers${PYTHONPATH:+:$PYTHONPATH}"
+    [ -d .rivals ] && export PYTHONPATH="$ROOT/.rivals${PYTHONPATH:+:$PYTHONPATH}"
     {
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
         (cd /tmp && "$PY" -c "import torch, triton, jax, posenc, transformers

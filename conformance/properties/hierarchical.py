@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from ..context import CheckFailure, Context
 from . import register
+from .learned import refuses_out_of_range, rows_bit_for_bit
 
 N, DIM = 8, 6  # one table shape for every property: new shapes recompile under torch.compile
 
@@ -18,13 +19,7 @@ def _alpha(ctx: Context) -> float:
 @register("hierarchical_matches_table")
 def matches_table(ctx: Context) -> None:
     """Positions below n return the trained rows bit for bit, whatever alpha is."""
-
-    @ctx.given(seed=st.integers(0, 2**32 - 1))
-    def check(seed: int) -> None:
-        table = ctx.normal((N, DIM), seed)
-        positions = np.random.default_rng(seed).integers(0, N, size=(3, 7))
-        out = ctx.run({"positions": positions, "table": table})
-        ctx.assert_equal(out, table[positions], "rows of positions < n")
+    rows_bit_for_bit(ctx, N, DIM, "rows of positions < n")
 
 
 @register("hierarchical_block_structure")
@@ -59,23 +54,10 @@ def out_of_range(ctx: Context) -> None:
     q_last = table[N - 1] + c * (table[N - 1] - table[0])
     scale = float(np.abs(q_last).max())
     for bad in (N * N, -1, 10 * N * N):
-        positions = np.array([0, bad, last])
-        if ctx.mode == "eager":
-            try:
-                out = ctx.run({"positions": positions, "table": table})
-            except (IndexError, ValueError) as exc:
-                if str(bad) not in str(exc) or "positions" not in str(exc):
-                    raise CheckFailure(
-                        f"position {bad}: the error does not name 'positions' and the value: "
-                        f"{exc}") from exc
-                continue
-            raise CheckFailure(f"position {bad} (n² = {N * N}) returned a row instead of "
-                               f"raising: {out[1][:4]}…")
-        out = ctx.run({"positions": positions, "table": table})
-        if not np.all(np.isnan(out[1])):
-            raise CheckFailure(f"compiled: row of position {bad} is {out[1][:4]}…, not NaN")
-        ctx.assert_equal(out[0], table[0], "row of position 0")
-        ctx.assert_close(out[2], q_last, f"row of position {last}", scale=scale)
+        out = refuses_out_of_range(ctx, table, [0, bad, last], f"n² = {N * N}")
+        if out is not None:
+            ctx.assert_equal(out[0], table[0], "row of position 0")
+            ctx.assert_close(out[2], q_last, f"row of position {last}", scale=scale)
 
     # valid positions beyond n must not be refused (a bound of n instead of n²)
     inside = np.array([N, last, N + 1])

@@ -79,11 +79,8 @@ def _run_engine(args: argparse.Namespace) -> int:
     from posenc.conformance.sweeps import transformers_families as observer
 
     module = _module(args.library)
-    known = {f.name for f in observer.discover()}
-    unknown = sorted(set(args.family or []) - known)
-    if unknown:
-        print(f"posenc: error: no family with a rotary embedding or a relative bias named "
-              f"{', '.join(unknown)} in {observer.transformers_root()}", file=sys.stderr)
+    if problem := observer.unknown_families(args.family):
+        print(problem, file=sys.stderr)
         return 2
     start = time.perf_counter()
     rows = module.sweep(observer.discover(args.family), truth(args.truth),

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +22,11 @@ import numpy as np
 
 from posenc.errors import PosencError
 
-from ..tolerances import PROFILES
-from .transformers_reading import LAYOUTS, Finding, LayerRope, grade, rotate
+from .transformers_observation import run_forked  # noqa: F401 - the engine sweeps take it from here
+from .transformers_reading import LAYOUTS, Finding, LayerRope, best_pairing, grade, rotate
 
 VERDICTS = ("conforms", "diverges", "not supported", "not checkable")
 REPORT = "sweep-{}.json"  # an engine's report in a --from-reports folder
-TIMEOUT = 300.0  # seconds for one family, in its own process
 
 
 @dataclass
@@ -74,20 +71,8 @@ def fit(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRope,
     as float64, positions [b, s]); not judgeable: float32 cannot resolve angles this large
     under any profile."""
     scale = max(float(np.max(np.abs(x))), 1e-30)
-    bound = float(np.max(np.abs(positions)))
-    best: tuple[str | None, float, str] = (None, float("inf"), pairings[0])
-    judged = True
-    for layout in pairings:
-        try:
-            want = rotate(x, positions, layer, layout)
-        except (PosencError, ValueError):
-            continue
-        g, err, judged = grade(y, want, scale=scale, angle_bound=bound)
-        if g is not None and (best[0] is None or PROFILES.index(g) < PROFILES.index(best[0])):
-            best = (g, err, layout)
-        elif best[0] is None and err < best[1]:
-            best = (None, err, layout)
-    return (*best, judged)
+    return best_pairing(x, y, positions, layer, pairings, scale=scale,
+                        angle_bound=float(np.max(np.abs(positions))))
 
 
 def _variants(layer: LayerRope, width: int,
@@ -145,41 +130,6 @@ def diagnose(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRo
     return "", ""
 
 
-# -- one family in its own process ------------------------------------------------------------------
-def _child(fn: Callable[[Any], Any], arg: Any, pipe: Any) -> None:
-    try:
-        pipe.send(("ok", fn(arg)))
-    except BaseException as exc:  # the parent reports it as the family's verdict
-        from posenc.conformance.sweeps.transformers_observation import last_frame
-
-        pipe.send(("error", last_frame(exc)))
-    finally:
-        pipe.close()
-
-
-def run_forked(fn: Callable[[Any], Any], arg: Any, timeout: float = TIMEOUT) -> Any:
-    """``fn(arg)`` in a forked process; RuntimeError saying why when it gives no result."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(fn, arg, send), daemon=True)
-    process.start()
-    send.close()
-    try:
-        if not receive.poll(timeout):
-            raise RuntimeError(f"no result in {timeout:.0f} s")
-        kind, value = receive.recv()
-    except EOFError:
-        process.join(5.0)
-        raise RuntimeError(f"the process died (exit code {process.exitcode})") from None
-    finally:
-        process.join(5.0)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        receive.close()
-    if kind == "error":
-        raise RuntimeError(value)
-    return value
 
 
 # -- the report ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from .transformers_reading import (
     LAYOUTS,
     Finding,
     LayerRope,
+    best_pairing,
     grade,
     loosest,
     rotary_width,
@@ -153,19 +154,7 @@ def _best_layout(x: np.ndarray, y: np.ndarray, pos: np.ndarray, layer: LayerRope
     """``(grade, max abs error, layout)`` of the pairing that fits ``y`` best: the config's
     declared one, else the tightest-graded (or, with none graded, the closest) of all."""
     layouts = [layer.declared] if layer.declared else list(LAYOUTS)
-    best: tuple[str | None, float, str] = (None, float("inf"), layouts[0])
-    for layout in layouts:
-        try:
-            want = rotate(x, pos, layer, layout)
-        except (PosencError, ValueError):
-            continue
-        g, err, _ = grade(y, want, scale=scale, angle_bound=bound)
-        if g is not None and (best[0] is None or PROFILES.index(g) <
-                              PROFILES.index(best[0])):
-            best = (g, err, layout)
-        elif best[0] is None and err < best[1]:
-            best = (None, err, layout)
-    return best
+    return best_pairing(x, y, pos, layer, layouts, scale=scale, angle_bound=bound)[:3]
 
 
 def _diagnose(y: np.ndarray, scale: float, bound: float,

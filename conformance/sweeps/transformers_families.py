@@ -39,7 +39,7 @@ from .transformers_configs import (
     pick_rotary,
     tiny_config,
 )
-from .transformers_observation import Family, Observation, last_frame, to_numpy
+from .transformers_observation import TIMEOUT, Family, Observation, last_frame, run_forked, to_numpy
 
 ROTARY_CLASS = re.compile(r"^class (\w*RotaryEmbedding\w*)\(", re.MULTILINE)
 ALIBI = re.compile(r"^def (build_\w*alibi\w*|\w*alibi\w*)\(", re.MULTILINE)
@@ -52,7 +52,6 @@ PREFILL_POSITIONS = ((1, 1, 0, 1, 2, 3), (0, 1, 2, 3, 4, 5))
 DECODE_POSITIONS = ((4,), (6,))
 
 MAX_PARAMETERS = 20_000_000
-TIMEOUT = 300.0  # seconds for one family, in its own process
 
 
 def transformers_root() -> Path:
@@ -85,6 +84,16 @@ def discover(names: list[str] | None = None) -> list[Family]:
             families.append(Family(folder.name, tuple(rotary), tuple(biases)))
     return families
 
+
+
+def unknown_families(names: list[str] | None) -> str | None:
+    """The error for ``--family`` names no family of the installed transformers has (None:
+    every name is known); the transformers sweep and the engine sweeps refuse them alike."""
+    unknown = sorted(set(names or []) - {f.name for f in discover()})
+    if not unknown:
+        return None
+    return (f"posenc: error: no family with a rotary embedding or a relative bias named "
+            f"{', '.join(unknown)} in {transformers_root()}")
 
 # -- the rotary module ---------------------------------------------------------------------------
 def table_positions(config: Any) -> list[int]:
@@ -327,51 +336,23 @@ def preload() -> None:
     import transformers.models.llama.modeling_llama  # noqa: F401
 
 
-def _child(family: Family, pipe: Any) -> None:
+def _observe_quietly(family: Family) -> Observation:
     import torch
 
     torch.set_num_threads(1)
     try:
-        try:
-            obs = observe(family)
-        except Exception as exc:
-            obs = Observation(family.name, problems={"observe": last_frame(exc)})
-        pipe.send(obs)
-    finally:
-        pipe.close()
+        return observe(family)
+    except Exception as exc:
+        return Observation(family.name, problems={"observe": last_frame(exc)})
 
 
 def observe_isolated(family: Family, timeout: float = TIMEOUT) -> Observation:
     """:func:`observe` in a forked process, so that a family that exhausts memory or hangs
     costs its own verdict only."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(family, send), daemon=True)
-    process.start()
-    send.close()
-    obs: Observation | None = None
-    why = ""
     try:
-        if receive.poll(timeout):
-            obs = receive.recv()
-        else:
-            why = f"no result in {timeout:.0f} s"
-    except EOFError:
-        pass
-    finally:
-        process.join(5.0)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        receive.close()
-    if obs is None:
-        code = process.exitcode
-        why = why or (f"the process died (exit code {code}"
-                      + (": killed, likely out of memory)" if code == -9 else ")"))
-        obs = Observation(family.name, problems={"process": why})
-    return obs
+        return run_forked(_observe_quietly, family, timeout)
+    except RuntimeError as exc:  # no result: the process hung or died
+        return Observation(family.name, problems={"process": str(exc)})
 
 
 def versions() -> dict[str, str]:

@@ -1,9 +1,12 @@
 """The records of ``posenc sweep transformers``'s observer (:mod:`.transformers_families`):
-a family, what was observed of it, and the helpers every observation uses."""
+a family, what was observed of it, and the helpers every observation uses, the engine
+sweeps' too (a family observed in its own forked process)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,3 +53,44 @@ def last_frame(exc: BaseException) -> str:
 
 def to_numpy(t: Any) -> np.ndarray:
     return t.detach().to("cpu").double().numpy().copy()
+
+
+TIMEOUT = 300.0  # seconds for one family, in its own process
+
+
+def _child(fn: Callable[[Any], Any], arg: Any, pipe: Any) -> None:
+    try:
+        pipe.send(("ok", fn(arg)))
+    except BaseException as exc:  # the parent reports it as the family's verdict
+        pipe.send(("error", last_frame(exc)))
+    finally:
+        pipe.close()
+
+
+def run_forked(fn: Callable[[Any], Any], arg: Any, timeout: float = TIMEOUT) -> Any:
+    """``fn(arg)`` in a forked process, so that a family that exhausts memory or hangs costs
+    its own verdict only; RuntimeError saying why when it gives no result."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(fn, arg, send), daemon=True)
+    process.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            raise RuntimeError(f"no result in {timeout:.0f} s")
+        kind, value = receive.recv()
+    except EOFError:
+        process.join(5.0)
+        code = process.exitcode
+        raise RuntimeError(f"the process died (exit code {code}"
+                           + (": killed, likely out of memory)" if code == -9 else ")")
+                           ) from None
+    finally:
+        process.join(5.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        receive.close()
+    if kind == "error":
+        raise RuntimeError(value)
+    return value

@@ -15,6 +15,7 @@ import posenc
 from posenc.catalog import specs
 from posenc.dialects.transformers import LAYER_TYPES, rope_layers
 from posenc.dialects.transformers import has_rope as is_attention
+from posenc.errors import PosencError
 
 from ..tolerances import JUDGEABLE, PROFILES, compare, tolerance_for
 
@@ -200,3 +201,26 @@ def rotary_width(layer: LayerRope) -> int:
     if factor is not None and (layer.scaling or {}).get("rope_type") != "proportional":
         return int(layer.head_dim * factor)
     return layer.head_dim
+
+
+def best_pairing(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRope,
+                 pairings: Iterable[str], *, scale: float, angle_bound: float
+                 ) -> tuple[str | None, float, str, bool]:
+    """``(tightest profile, max abs error, pairing, judgeable)`` of the pairing among
+    ``pairings`` whose float64 rotation fits ``y = rope(x)`` best: the tightest-graded, or
+    with none graded the closest (a pairing the layer cannot take is passed over); the
+    transformers sweep and the engine sweeps judge a captured rotation by it."""
+    pairings = list(pairings)
+    best: tuple[str | None, float, str] = (None, float("inf"), pairings[0])
+    judged = True
+    for layout in pairings:
+        try:
+            want = rotate(x, positions, layer, layout)
+        except (PosencError, ValueError):
+            continue
+        g, err, judged = grade(y, want, scale=scale, angle_bound=angle_bound)
+        if g is not None and (best[0] is None or PROFILES.index(g) < PROFILES.index(best[0])):
+            best = (g, err, layout)
+        elif best[0] is None and err < best[1]:
+            best = (None, err, layout)
+    return (*best, judged)

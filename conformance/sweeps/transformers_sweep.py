@@ -280,11 +280,8 @@ def main_args(args: argparse.Namespace) -> int:
         return freshness_exit(check(path), path)
     from . import transformers_families as observer
 
-    known = {f.name for f in observer.discover()}
-    unknown = sorted(set(args.family or []) - known)
-    if unknown:
-        print(f"posenc: error: no family with a rotary embedding or a relative bias named "
-              f"{', '.join(unknown)} in {observer.transformers_root()}", file=sys.stderr)
+    if problem := observer.unknown_families(args.family):
+        print(problem, file=sys.stderr)
         return 2
     start = time.perf_counter()
     verdicts = sweep(args.family, lambda name: print(f"sweeping {name} ...", file=sys.stderr,

@@ -90,24 +90,17 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, form: str = "causal",
 
     slopes = array_api.asarray(xp, values, dtype=compute, device=device)
     slopes = xp.reshape(slopes, (num_heads, 1, 1))
-    keys = _arange(xp, 0, k_len, device)
+    keys = array_api.arange(xp, 0, k_len, device)
     if form == "key_only":
         bias = slopes * xp.reshape(xp.astype(keys, compute), (1, 1, k_len))
     else:
-        queries = _arange(xp, k_len - q_len, k_len, device)
+        queries = array_api.arange(xp, k_len - q_len, k_len, device)
         # j - i in integers, negated before scaling so that distance 0 gives +0.0, not -0.0
         relative = xp.reshape(keys, (1, k_len)) - xp.reshape(queries, (q_len, 1))
         if form == "symmetric":
             relative = -xp.abs(relative)
         bias = slopes * xp.reshape(xp.astype(relative, compute), (1, q_len, k_len))
     return xp.astype(bias, out, copy=False)
-
-
-def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
-    """Integer positions in the namespace's default integer dtype (exact, unlike float32)."""
-    if device is None:
-        return xp.arange(start, stop)
-    return xp.arange(start, stop, device=device)
 
 
 LAYERS = (Layer(

@@ -136,12 +136,7 @@ def _validate(xp: ModuleType, q: Any, k: Any, pos_emb: Any, npos_max: int) -> No
     if pos_emb.shape[1] != d:
         raise ParameterError(f"pos_emb has shape {tuple(pos_emb.shape)}: width "
                              f"{pos_emb.shape[1]}, expected d={d} (the last dim of q and k)")
-    q_len, k_len = q.shape[-2], k.shape[-2]
-    if q_len > k_len:
-        raise ParameterError(
-            f"q has q_len={q_len} > k_len={k_len}: queries are aligned to the end of the keys "
-            f"(KV cache), so q_len must be <= k_len (q shape {tuple(q.shape)}, k shape "
-            f"{tuple(k.shape)})")
+    shapes.check_queries_within_keys(tuple(q.shape), tuple(k.shape))
 
 
 LAYERS = (Layer(

@@ -44,8 +44,8 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
     compute = array_api.compute_dtype(xp, w1.dtype)
     device = array_api.device_of(w1)
 
-    keys = _arange(xp, 0, k_len, device)
-    queries = _arange(xp, k_len - q_len, k_len, device)
+    keys = array_api.arange(xp, 0, k_len, device)
+    queries = array_api.arange(xp, k_len - q_len, k_len, device)
     distance = xp.abs(xp.reshape(queries, (q_len, 1)) - xp.reshape(keys, (1, k_len)))
     position = xp.astype(queries, compute)
     normalizer = xp.maximum(position, xp.full_like(position, threshold))
@@ -63,13 +63,6 @@ def fire(q_len: int, k_len: int, w1: Any, b1: Any, w2: Any, b2: Any, *, c: float
         h = xp.maximum(h, xp.zeros_like(h))
         out = out + xp.reshape(w2[unit, :], (heads, 1, 1)) * h
     return xp.astype(out, named["w1"].dtype, copy=False)
-
-
-def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
-    """Integer positions in the namespace's default integer dtype (exact, unlike float32)."""
-    if device is None:
-        return xp.arange(start, stop)
-    return xp.arange(start, stop, device=device)
 
 
 LAYERS = (Layer(

@@ -53,8 +53,8 @@ def kerple(q_len: int, k_len: int, r1: Any, r2: Any, *, form: str = "log") -> An
                else "must be finite and > 0")
 
     device = array_api.device_of(r1)
-    keys = _arange(xp, 0, k_len, device)
-    queries = _arange(xp, k_len - q_len, k_len, device)
+    keys = array_api.arange(xp, 0, k_len, device)
+    queries = array_api.arange(xp, k_len - q_len, k_len, device)
     distance = xp.abs(xp.reshape(queries, (q_len, 1)) - xp.reshape(keys, (1, k_len)))
     distance = xp.reshape(xp.astype(distance, compute), (1, q_len, k_len))
     a, b = xp.reshape(a, (heads, 1, 1)), xp.reshape(b, (heads, 1, 1))
@@ -75,13 +75,6 @@ def _check(xp: Any, name: str, values: Any, bad: Any, requirement: str) -> None:
         if bool(bad[h]):
             raise ParameterError(
                 f"{name}[{h}]={float(values[h])!r} {requirement} (KERPLE's per-head parameters)")
-
-
-def _arange(xp: Any, start: int, stop: int, device: Any) -> Any:
-    """Integer positions in the namespace's default integer dtype (exact, unlike float32)."""
-    if device is None:
-        return xp.arange(start, stop)
-    return xp.arange(start, stop, device=device)
 
 
 LAYERS = (Layer(

@@ -41,10 +41,6 @@ _SCORES = validation.Inputs("shaw_scores", messages=_MESSAGES)
 _ATTENTION = validation.Inputs("shaw_attention", messages=_MESSAGES)
 
 
-def _arange(xp: ModuleType, n: Any, device: Any) -> Any:
-    return xp.arange(n) if device is None else xp.arange(n, device=device)
-
-
 def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any,
               max_relative_position: Any, scale: Any, mask: Any = None) -> tuple[int, float]:
     """Checks shared by both functions; returns ``(K, scale)``."""
@@ -59,12 +55,7 @@ def _validate(xp: ModuleType, arrays: dict[str, Any], table_k: Any, table_v: Any
     else:
         _SCORES.check(xp, **arrays, **tables)
     q, k = arrays["q"], arrays["k"]
-    q_len, k_len = q.shape[-2], k.shape[-2]
-    if q_len > k_len:
-        raise ParameterError(
-            f"q has q_len={q_len} > k_len={k_len}: queries are aligned to the end of the keys "
-            f"(KV cache), so q_len must be <= k_len (q shape {tuple(q.shape)}, k shape "
-            f"{tuple(k.shape)})")
+    shapes.check_queries_within_keys(tuple(q.shape), tuple(k.shape))
     for name, t in tables.items():  # the widths: checked with the declared inputs
         if t.shape[0] != rows:
             raise ParameterError(
@@ -85,7 +76,8 @@ def _offset_and_reach(K: int, q_len: Any, k_len: Any) -> tuple[Any, int]:
 def _bucket_index(xp: ModuleType, q_len: Any, k_len: Any, offset: Any, K: int,
                   device: Any) -> Any:
     """``clip(j − (offset + i), −K, K) + K``, shape [q_len, k_len]."""
-    rel = _arange(xp, k_len, device)[None, :] - (_arange(xp, q_len, device) + offset)[:, None]
+    keys, queries = array_api.arange(xp, 0, k_len, device), array_api.arange(xp, 0, q_len, device)
+    rel = keys[None, :] - (queries + offset)[:, None]
     # where() rather than clip(): array-api-compat's torch clip breaks on symbolic bounds
     rel = xp.where(rel < -K, xp.full_like(rel, -K), rel)
     rel = xp.where(rel > K, xp.full_like(rel, K), rel)
@@ -116,7 +108,7 @@ def _bucket_weights(xp: ModuleType, a: Any, K: int, offset: Any) -> Any:
         return xp.sum(a, axis=-1, keepdims=True)
     q_len, k_len = a.shape[-2], a.shape[-1]
     device = array_api.device_of(a)
-    pos = (_arange(xp, q_len, device) + offset)[:, None]  # [q_len, 1]
+    pos = (array_api.arange(xp, 0, q_len, device) + offset)[:, None]  # [q_len, 1]
     zeros = xp.zeros_like(pos)
     # cum[..., i, n] = Σ_{j < n} a[..., i, j], n = 0..k_len
     cum = xp.cumulative_sum(a, axis=-1, include_initial=True)
@@ -126,7 +118,7 @@ def _bucket_weights(xp: ModuleType, a: Any, K: int, offset: Any) -> Any:
     high_start = xp.where(high_start > k_len, xp.full_like(pos, k_len), high_start)
     low = _take_last(xp, cum, low_end)
     high = cum[..., k_len:] - _take_last(xp, cum, high_start)
-    keys = pos + _arange(xp, 2 * K - 1, device)[None, :] - (K - 1)  # [q_len, 2K - 1]
+    keys = pos + array_api.arange(xp, 0, 2 * K - 1, device)[None, :] - (K - 1)  # [q_len, 2K - 1]
     inside = (keys >= 0) & (keys < k_len)
     diagonal = _take_last(xp, a, xp.where(inside, keys, xp.zeros_like(keys)))
     diagonal = xp.where(inside, diagonal, xp.zeros_like(diagonal))

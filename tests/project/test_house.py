@@ -1,7 +1,9 @@
-"""The house rules of the three homes (``posenc/``, ``backends/``, ``conformance/``): no function
-over 80 lines, no module over 500; no private import between modules of posenc/ or from a test;
-every spec id with its own ``tests/per_encoding/test_<id>.py``. Read from the source, so a breach
-fails here, named with its place, before review."""
+"""The house rules of the four shipped homes (``posenc/``, ``backends/``, ``conformance/``,
+``bench/``): no function over 80 lines, no module over 500, and at most 25 modules at
+``conformance/``'s root (the rest live in sub-packages with one job each); no private import
+between modules of posenc/ or from a test; every spec id with its own
+``tests/per_encoding/test_<id>.py``. Read from the source, so a breach fails here, named with
+its place, before review."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HOMES = ("posenc", "backends", "conformance")
+HOMES = ("posenc", "backends", "conformance", "bench")
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500
+MAX_CONFORMANCE_ROOT_MODULES = 25  # every *.py at the root, __init__ and test_conformance too
 
 
 def _sources() -> list[Path]:
@@ -44,6 +47,23 @@ def test_no_module_is_over_500_lines() -> None:
              if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
     assert found == [], (f"modules over {MAX_MODULE_LINES} lines (split them by job):\n"
                          + "\n".join(found))
+
+
+def test_conformance_root_holds_at_most_25_modules() -> None:
+    root = sorted(p.name for p in (ROOT / "conformance").glob("*.py"))
+    assert len(root) <= MAX_CONFORMANCE_ROOT_MODULES, (
+        f"{len(root)} modules at conformance/'s root (at most {MAX_CONFORMANCE_ROOT_MODULES}): "
+        "move a cohesive group into a sub-package\n" + "\n".join(root))
+
+
+def test_every_shipped_home_is_covered() -> None:
+    """Each folder pyproject ships as a top-level part of ``posenc`` is under the rules."""
+    import tomllib
+
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    shipped_code = {path.split("/")[0] for name, path in dirs.items() if name.count(".") == 1
+                    and any((ROOT / path).glob("*.py"))}
+    assert shipped_code <= set(HOMES), sorted(shipped_code - set(HOMES))
 
 
 @pytest.mark.parametrize(("body", "found"), [(80, []), (81, [("planted", 1, 81)])])

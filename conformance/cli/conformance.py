@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import collections
-import os
-import sys
-from pathlib import Path
-from typing import Any
 
 from posenc import params
 from posenc.errors import ParameterError
@@ -17,7 +12,7 @@ COUNT = params.option("int", minimum=1)  # a count of at least 1 (examples, work
 
 def shard_option(text: str) -> str:
     """``--shard K/N``, checked while parsing (a usage error naming the option)."""
-    from .shard import parse_shard
+    from ..shard import parse_shard
 
     try:
         parse_shard(text)
@@ -99,78 +94,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the plan the parsed arguments select; print the matrix, failures and findings;
-    write the reports asked for. The exit status: 0 green, 1 failures, 128 + signal stopped."""
-    # TensorFlow's C++ start-up chatter drowns the report; a caller's own setting wins.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.no_compile_cache:  # read by the backends' sessions, here and in worker processes
-        os.environ["POSENC_NO_COMPILE_CACHE"] = "1"
-    from . import findings, golden_gate, job
-    from .options_loader import build_options
-    from .reports import report
+    """Turn the parsed arguments into the run's settings and hand them over: the job runs the
+    plan they select, the closing prints and writes what it found. The exit status: 0 green,
+    1 failures, 128 + signal stopped."""
+    from . import closing, job
+    from .settings import from_args
 
-    options = build_options(
-        backends=args.backend, encodings=args.encoding, dtypes=args.dtype, modes=args.mode,
-        device=args.device, tier=args.tier, max_examples=args.max_examples, only=args.only,
-        expectations=args.expectations, skip=args.skip, compiled_cases=args.compiled_cases,
-        precision=args.precision, include_posenc_code=args.include_posenc_code,
-        matmul_precision=args.matmul_precision)
-    if not options.backends:
-        from posenc.backends import installed_backends
-
-        options.backends = installed_backends()
-        print(f"backends: {', '.join(options.backends)} (every installed one)", file=sys.stderr)
-    if "jax" in options.backends and (not options.dtypes or "float64" in options.dtypes):
-        print("note: JAX 64-bit mode is enabled around the float64 checks only; the others "
-              "run under your JAX settings", file=sys.stderr)
-    if options.skip or options.compiled_cases is not None:
-        import dataclasses
-
-        from .runner import plan
-
-        full = dataclasses.replace(options, skip=[], compiled_cases=None)
-        total, kept = len(plan(full)), len(plan(options))
-        reasons = [*options.skip]
-        if options.compiled_cases is not None:
-            reasons.append(f"--compiled-cases {options.compiled_cases}")
-        print(f"deselected: {total - kept} of {total} checks ({', '.join(reasons)})",
-              file=sys.stderr)
-    report_options = {k: v for k, v in vars(args).items() if k != "func"}
-    results, stopped = job.run(options, args, report_options)
-    print(report.matrix(results))
-    for line in report.settings(results):
-        print(f"settings: {line}")
-    text = report.failures(results, limit=None if args.verbose else 30)
-    if text:
-        print("\n" + text)
-    if golden_text := golden_gate.summary(results):  # each golden problem once
-        print("\n" + golden_text)
-    if grouped := findings.text(results):
-        print("\n" + grouped)
-    if args.json and stopped is None:  # a stopped run's partial report is already written
-        report.to_json(results, Path(args.json), report_options)
-    if args.junit:
-        report.to_junit(results, Path(args.junit))
-    if args.html:
-        report.to_html(results, Path(args.html), {k: v for k, v in vars(args).items()
-                                                  if k != "func"})
-    failed = sorted({r.check.encoding for r in results if r.failed})
-    if failed:
-        print(f"\nfailing encodings: {', '.join(failed)}")
-    print(report.closing_line(results))
-    if stopped is not None:
-        return 128 + stopped
-    if args.shard and not results:  # more shards than groups: an empty shard is no failure
-        return 0
-    if all(r.status == "unsupported" for r in results):
-        print("nothing was checked: every selected backend/dtype/mode/device is unsupported here"
-              f" ({_why_nothing(results)}); `posenc conformance --help` lists the choices",
-              file=sys.stderr)
-        return 1
-    return 1 if failed else 0
-
-
-def _why_nothing(results: list[Any]) -> str:
-    """The commonest reasons the checks were unsupported, with their counts."""
-    reasons = collections.Counter(r.message for r in results).most_common(3)
-    return "; ".join(f"{reason}: {count} checks" for reason, count in reasons)
+    settings = from_args(args)
+    return closing.conclude(settings, job.run(settings))

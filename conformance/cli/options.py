@@ -11,8 +11,8 @@ from typing import Any
 
 from posenc.errors import PosencError
 
-from .runner import MODES, Options
-from .tiers import STANDARD_MAX_EXAMPLES
+from ..runner import MODES, Options
+from ..tiers import STANDARD_MAX_EXAMPLES
 
 EXHAUSTIVE_MAX_EXAMPLES = 25
 

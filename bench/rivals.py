@@ -1,4 +1,5 @@
-"""The peers the rows time that no shipped peer adapter hands out as the bench calls them:
+"""The rivals the bench times posenc against (what a user would otherwise pick), where no
+shipped peer adapter (``posenc.backends.peers``) hands them out as the bench calls them:
 keras-hub's RotaryEmbedding layer (in a worker that may hide TensorFlow) and the rotary a JAX
 user writes by hand. transformers' Llama rotary comes from the shipped adapter
 (:func:`posenc.backends.peers.transformers.llama_rotary`)."""

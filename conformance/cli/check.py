@@ -9,12 +9,14 @@ from typing import Any
 from posenc import params
 from posenc.errors import ParameterError
 
-from .conformance_cli import add_settings_argument
+from .conformance import add_settings_argument
 
 ADAPTERS = ("function", "apply", "cache", "frequencies", "alibi-tensor")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    # The same shape as other commands' option blocks (sweeps/command.py), not the same
+    # options; the one it shares, --matmul-precision with posenc conformance, is shared code.
     p.add_argument("encoding", help="the spec the function implements (see `posenc list`)")
     p.add_argument("target", help="module:function or path/to/file.py:function (also an "
                                   "adapter or a Backend object)")
