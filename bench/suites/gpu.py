@@ -144,6 +144,36 @@ def _planned(batch: int, seq: int, dtype: str) -> list[PlannedRow]:
                                                           if table else "phases per call"),
                       bytes=_bytes(q, k))
 
+    def module_into(ctx: BenchContext, how: str) -> Timing:
+        import torch
+
+        from posenc.backends.torch.layers import RotaryEmbedding
+
+        q, k, ids = _qk(ctx, batch, seq, dtype)
+        rotary = RotaryEmbedding(HEAD_DIM, base=BASE, max_positions=seq, device=ctx.device)
+        if how == "inplace":
+            qi, ki = q.clone(), k.clone()  # rotated again and again: norms are kept
+            return Timing(lambda: rotary(qi, ids, k=ki, inplace=True), "cuda",
+                          "RotaryEmbedding(q, ids, k=k, inplace=True)", bytes=_bytes(q, k))
+        if how == "out":
+            qo, ko = torch.empty_like(q), torch.empty_like(k)
+            return Timing(lambda: rotary(q, ids, k=k, out=(qo, ko)), "cuda",
+                          "RotaryEmbedding(q, ids, k=k, out=(q_out, k_out))", bytes=_bytes(q, k))
+        compiled = torch.compile(lambda q, k, ids: rotary(q, ids, k=k), fullgraph=True)
+        return Timing(lambda: compiled(q, k, ids), "cuda", "torch.compile(RotaryEmbedding): "
+                      "the posenc::rotary custom op in the graph", bytes=_bytes(q, k))
+
+    def ours_compiled(ctx: BenchContext) -> Timing:
+        import torch
+
+        from posenc.backends import torch_triton as pe
+
+        q, k, ids = _qk(ctx, batch, seq, dtype)
+        compiled = torch.compile(lambda q, k, ids: pe.rope(q, ids, k=k, base=BASE),
+                                 fullgraph=True)
+        return Timing(lambda: compiled(q, k, ids), "cuda", "torch.compile(torch_triton.rope): "
+                      "the posenc::rotary custom op in the graph", bytes=_bytes(q, k))
+
     p = f"gpu/{batch}x{seq}" + ("" if dtype == "bfloat16" else f"-{dtype}")
     ref = f"{p}/transformers"
     return [
@@ -163,6 +193,14 @@ def _planned(batch: int, seq: int, dtype: str) -> list[PlannedRow]:
                    "main", lambda ctx: module(ctx, True), ref),
         PlannedRow(f"{p}/posenc-module", "posenc RotaryEmbedding (no table) on CUDA", "main",
                    lambda ctx: module(ctx, False), ref),
+        PlannedRow(f"{p}/posenc-module-inplace", "posenc RotaryEmbedding, inplace=True",
+                   "main", lambda ctx: module_into(ctx, "inplace"), ref),
+        PlannedRow(f"{p}/posenc-module-out", "posenc RotaryEmbedding, out=", "main",
+                   lambda ctx: module_into(ctx, "out"), ref),
+        PlannedRow(f"{p}/posenc-module-compiled", "posenc torch.compile(RotaryEmbedding)",
+                   "main", lambda ctx: module_into(ctx, "compiled"), ref),
+        PlannedRow(f"{p}/posenc-triton-compiled", "posenc torch.compile(torch_triton.rope)",
+                   "main", ours_compiled, ref),
     ]
 
 
