@@ -18,6 +18,8 @@ from posenc.errors import ParameterError
 from . import native as torch_native
 from .memory import may_overlap, same_view
 from .native import pair_views
+from .rotary_kernel_route import kernel_rotation
+from .tiled import rotate_tiled
 
 __all__ = ["RotaryEmbedding", "check_pair", "rotary_factory"]
 
@@ -203,6 +205,9 @@ class RotaryEmbedding(nn.Module):
                                  f"head_dim={self.head_dim}")
         if k is not None:
             check_pair(q, k)
+        kernel = kernel_rotation(q, k, positions, self.config, outs, direct, inplace)
+        if kernel is not None:  # CUDA: the fused Triton kernel, q and k in one launch
+            return kernel
         exact = self._exact_full_width(xp, q, positions)
         if exact is not None or self._uses_table(q, positions):
             # exact: eager, static schedule, full-width phases once for q and k; else the table
@@ -272,19 +277,22 @@ def check_pair(q: torch.Tensor, k: torch.Tensor) -> None:
         raise ParameterError(f"q is {q.dtype} but k is {k.dtype}")
 
 
-# From this many elements on, new results are filled half by half (five passes over them)
-# rather than made by x·cos + partner(x)·sin (eight); below it the three ops' lower dispatch
-# cost wins (a decode step)
+# From this many elements on, new results are filled tile by tile (backends/torch/tiled.py)
+# rather than made by x·cos + partner(x)·sin; below it the three ops' lower dispatch cost
+# wins (a decode step)
 _FILL_FROM = 1 << 16
 
 
 def _fills_new_tensors(xs: tuple[torch.Tensor, ...], cos: torch.Tensor,
                        sin: torch.Tensor) -> bool:
-    """Whether results may be written half by half into new tensors: eager and large, with
-    the out= ops allowed (inputs in the tables' float32, no autograd, no functorch wrapper)."""
+    """Whether results may be written tile by tile into new tensors: eager and large, with
+    the out= ops allowed (no autograd, no functorch wrapper; 16-bit inputs are widened per
+    tile to the tables' float32)."""
     if xs[0].numel() < _FILL_FROM or array_api.is_traced(xs[0]):
         return False
-    return torch_native.out_ops_allowed(*xs, cos, sin)
+    if xs[0].dtype not in (cos.dtype, torch.bfloat16, torch.float16):
+        return False
+    return torch_native.out_ops_allowed(*xs) and torch_native.out_ops_allowed(cos, sin)
 
 
 def _gather(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -330,13 +338,15 @@ def _rotate_full(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rd: int,
 
 def _rotate_into(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: int,
                  layout: str) -> None:
-    """``target[..., :rd]`` = x rotated (``target`` may be ``x`` itself); the rest copied."""
-    if x.dtype != cos.dtype:  # 16-bit inputs: the arithmetic runs in float32 like rope()
-        xp = array_api.namespace(x=x)
-        rotated = rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout)
-        target.copy_(rotated)
+    """``target[..., :rd]`` = x rotated (``target`` may be ``x`` itself); the rest copied. In
+    cache-sized tiles on CPU; 16-bit inputs in float32 like rope(). With autograd or a
+    functorch wrapper (no out= ops), the rotation is made and then copied."""
+    if torch_native.out_ops_allowed(x, target) and torch_native.out_ops_allowed(cos, sin) \
+            and x.dtype in (cos.dtype, torch.bfloat16, torch.float16):
+        rotate_tiled(x, target, cos, sin, rd, layout)
         return
-    torch_native.rotate_into(x, target, cos, sin, rd, layout)
+    xp = array_api.namespace(x=x)
+    target.copy_(rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout))
 
 
 _HARNESS_TABLE = 4096  # rows of the harness's cos/sin tables; positions beyond use rope()

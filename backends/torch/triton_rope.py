@@ -10,15 +10,15 @@ no autograd through them).
 The kernel runs float32, bfloat16 and float16 tensors on CUDA (on CPU tensors too under
 ``TRITON_INTERPRET=1``, Triton's interpreter). float64 tensors, or CPU tensors without the
 interpreter, go through the array-API implementation. Autograd: the backward pass is the same
-kernel rotating by the opposite angles. Under ``torch.compile`` ``rope`` takes the
-array-API path (no graph break; Inductor fuses it): the kernel's ``torch.library.triton_op``
-traced into a graph gave unwritten outputs on a GPU, so compiled calls do not use it.
+kernel rotating by the opposite angles. Under ``torch.compile`` the kernel is the
+``torch.library.custom_op`` ``posenc::rotary`` (``posenc::rotary_`` in place): opaque to
+Inductor, with fake implementations and mutation annotations, so a graph calls it as it is
+(the ``triton_op`` it replaced, which Inductor traced into, gave unwritten outputs on a GPU).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import os
 import typing
@@ -59,21 +59,29 @@ def _ops() -> tuple[Any, Any]:
 
 
 def _register() -> tuple[Any, Any]:
-    """Register the two ``torch.library.triton_op``s (once, when this module is imported: a
-    registration must not happen inside a torch.compile trace)."""
+    """Register the two ``torch.library.custom_op``s (once, when this module is imported: a
+    registration must not happen inside a torch.compile trace). Custom ops are opaque to
+    torch.compile: a graph calls them as they are, with their fake implementations giving
+    the shapes, and the mutation annotations (``q``, ``k`` in place, the range flag ``ok``
+    the kernel clears) tell functionalization what they write. (A ``triton_op``, which
+    Inductor traces into, gave unwritten outputs on an H100.)"""
     import torch
-    from torch.library import triton_op, wrap_triton
+    from torch.library import custom_op, register_fake
 
     from . import triton_kernel
 
-    runs = (wrap_triton(triton_kernel.rotary_kernel), wrap_triton(triton_kernel.range_kernel))
+    runs = (triton_kernel.rotary_kernel, triton_kernel.range_kernel)
 
     def rotary(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
                rotary_dim: int, interleaved: bool, factor: float,
-               inverse: bool, ok: torch.Tensor | None) -> list[torch.Tensor]:
-        return _out_of_place(runs, q, k, positions, pos_mode, limbs, switch, rotary_dim,
+               inverse: bool, check: bool = False) -> list[torch.Tensor]:
+        # functional (autograd needs it): the range flag is made here and returned last
+        ok = torch.ones((), dtype=torch.int32, device=q.device) if _flags(check, positions) \
+            else None
+        outs = _out_of_place(runs, q, k, positions, pos_mode, limbs, switch, rotary_dim,
                              interleaved, factor, inverse, ok)
+        return outs if ok is None else [*outs, ok]
 
     def rotary_(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor | None,
                 pos_mode: int, limbs: torch.Tensor, switch: torch.Tensor | None,
@@ -87,11 +95,22 @@ def _register() -> tuple[Any, Any]:
         hints = typing.get_type_hints(fn, localns={"torch": torch})
         fn.__annotations__ = {**hints, "return": None if hints["return"] is type(None)
                               else hints["return"]}
-    rotary = triton_op("posenc::rotary", mutates_args=())(rotary)
-    triton_op("posenc::rotary_", mutates_args=("q", "k", "ok"))(rotary_)
+    rotary = custom_op("posenc::rotary", mutates_args=())(rotary)
+    custom_op("posenc::rotary_", mutates_args=("q", "k", "ok"))(rotary_)
+
+    @register_fake("posenc::rotary")
+    def _(q: Any, k: Any, positions: Any, *args: Any) -> list[Any]:
+        check = args[-1] if len(args) == 8 else False
+        return [torch.empty_like(q), *([] if k is None else [torch.empty_like(k)]),
+                *([torch.empty((), dtype=torch.int32, device=q.device)]
+                  if _flags(check, positions) else [])]
+
+    @register_fake("posenc::rotary_")
+    def _(*_args: Any) -> None:
+        return None
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        _, k, positions, pos_mode, limbs, switch, *static, _ok = inputs
+        _, k, positions, pos_mode, limbs, switch, *static, _check = inputs
         ctx.save_for_backward(positions, limbs, switch)
         ctx.pos_mode, ctx.static, ctx.has_k = pos_mode, static, k is not None
 
@@ -103,11 +122,16 @@ def _register() -> tuple[Any, Any]:
         gk = grads[1].contiguous() if ctx.has_k else None
         # the rotation is orthogonal (times the factor): its transpose rotates backwards
         back = torch.ops.posenc.rotary(gq, gk, positions, pos_mode, limbs, switch, rotary_dim,
-                                       interleaved, factor, not inverse, None)
+                                       interleaved, factor, not inverse, False)
         return (back[0], back[1] if ctx.has_k else None, *([None] * 9))
 
     rotary.register_autograd(backward, setup_context=setup_context)
     return torch.ops.posenc.rotary, torch.ops.posenc.rotary_
+
+
+def _flags(check: bool, positions: Any) -> bool:
+    """Whether ``posenc::rotary`` checks the positions' range (and returns the flag last)."""
+    return bool(check) and positions is not None
 
 
 def _out_of_place(runs: tuple[Any, Any], q: Any, k: Any, positions: Any, pos_mode: int,
@@ -237,8 +261,8 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
     call. None where :func:`rope` would not use the kernel (float64, CPU). Each call checks
     the positions' range on the device and asserts it there afterwards: an out-of-range
     position raises after the launch (in place, it is checked by a first launch and the
-    tensors are left untouched). Called inside torch.compile, it rotates by the array-API
-    path, as :func:`rope` does there."""
+    tensors are left untouched). Called inside torch.compile, a call is the custom op (the
+    range is then checked by the traced argument checks)."""
     import torch
 
     from posenc import array_api
@@ -252,7 +276,6 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
                      and isinstance(positions, torch.Tensor))
     params = {"base": base, "layout": layout, "rotary_dim": rotary_dim, "scaling": scaling,
               "seq_len": seq_len}
-    given = positions
     _, device, positions, sched = prepare(x, positions, **params,
                                           check_range=not kernel_checks)
     if k is not None:
@@ -263,14 +286,7 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
             raise ParameterError(f"q is on {x.device} but k is on {k.device}")
     if x.dtype == torch.float64 or (device.type != "cuda" and not interpreting()):
         return None
-    if torch.compiler.is_compiling():
-        # traced: the array-API path, which Inductor fuses into kernels of its own. The
-        # triton_op traced into a graph returned unwritten outputs on an H100 (torch 2.11,
-        # Triton 3.6; benchmarks/README.md, GPU 2026-11-27): no kernel under compile until
-        # that is understood and checked on a GPU again
-        return None
-    return _Launch(x, positions, sched, layout, check_range=kernel_checks,
-                   traced=functools.partial(_reference, positions=given, params=params))
+    return _Launch(x, positions, sched, layout, check_range=kernel_checks)
 
 
 def _kernel_devices() -> tuple[str, ...]:
@@ -282,11 +298,10 @@ class _Launch:
     limbs on the device, LongRoPE's switch (a device flag, no host sync)."""
 
     def __init__(self, x: Any, positions: Any, sched: Any, layout: str, *,
-                 check_range: bool = False, traced: Any = None) -> None:
+                 check_range: bool = False) -> None:
         import torch
 
         self.check_range = check_range and positions is not None
-        self.traced = traced  # (x, k, inplace=) -> the result under torch.compile
 
         switch = None
         if positions is None:
@@ -306,14 +321,16 @@ class _Launch:
         self.args = (positions, pos_mode, _limbs(sched, x.device), switch, sched.rotary_dim,
                      layout == "interleaved", float(sched.attention_factor))
 
-    def __call__(self, x: Any, k: Any = None, *, inplace: bool = False) -> Any:
+    def __call__(self, x: Any, k: Any = None, *, inplace: bool = False, out: Any = None) -> Any:
+        """Rotate ``x`` (and ``k``): new tensors, in place, or into ``out`` (a tensor, or a
+        ``(q_out, k_out)`` pair, last axis contiguous and sharing no memory with the inputs:
+        the caller checks that). Traced by torch.compile, the calls are the custom ops."""
         import torch
 
         from .memory import may_overlap, same_view
 
-        if torch.compiler.is_compiling():  # see prepared(): no kernel in a graph
-            return self.traced(x, k, inplace=inplace)
-
+        traced = torch.compiler.is_compiling()
+        runs = None if traced else _direct_runs(x, k)
         rotary, rotary_ = _ops()
         if inplace:
             if k is not None and (same_view(x, k) or may_overlap(x, k)):
@@ -324,8 +341,7 @@ class _Launch:
                     raise ParameterError(
                         f"inplace=True: {name} has strides {t.stride()}; the kernel needs the "
                         "last axis contiguous (and, beyond 4-D, the leading axes mergeable)")
-            ok = self._flag(x)
-            runs = _direct_runs(x, k)
+            ok = None if traced else self._flag(x)
             if runs is None:
                 rotary_(x, k, *self.args, ok)
             else:
@@ -334,11 +350,24 @@ class _Launch:
             return x if k is None else (x, k)
         q_in, k_in = (None if t is None else t if _viewable(t) else t.contiguous()
                       for t in (x, k))
-        ok = self._flag(x)
-        runs = _direct_runs(q_in, k_in)
-        outs = (rotary(q_in, k_in, *self.args, False, ok) if runs is None
-                else _out_of_place(runs, q_in, k_in, *self.args, False, ok))
+        check = self.check_range and not traced
+        if runs is not None and out is not None and all(_viewable(o) for o in out):
+            ok = self._flag(x)  # straight into the caller's tensors: one launch, no copy
+            _launch(runs[0], q_in, k_in, out[0], out[1] if k is not None else None,
+                    *self.args, False, copy_tail=True, ok=ok)
+            self._assert(ok)
+            return out[0] if k is None else tuple(out)
+        if runs is None:
+            outs = rotary(q_in, k_in, *self.args, False, check)
+            ok = outs[-1] if check else None
+        else:
+            ok = self._flag(x)
+            outs = _out_of_place(runs, q_in, k_in, *self.args, False, ok)
         self._assert(ok)
+        if out is not None:
+            for target, value in zip(out, outs, strict=False):
+                target.copy_(value)
+            return out[0] if k is None else tuple(out)
         return outs[0] if k is None else (outs[0], outs[1])
 
     def _flag(self, x: Any) -> Any:

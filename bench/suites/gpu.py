@@ -149,6 +149,37 @@ def _module(shape: Shape, ctx: BenchContext, table: bool) -> Timing:
                   bytes=_bytes(q, k))
 
 
+def _module_into(shape: Shape, ctx: BenchContext, how: str) -> Timing:
+    import torch
+
+    from posenc.backends.torch.layers import RotaryEmbedding
+
+    q, k, ids = _qk(ctx, *shape)
+    rotary = RotaryEmbedding(HEAD_DIM, base=BASE, max_positions=shape[1], device=ctx.device)
+    if how == "inplace":
+        qi, ki = q.clone(), k.clone()  # rotated again and again: norms are kept
+        return Timing(lambda: rotary(qi, ids, k=ki, inplace=True), "cuda",
+                      "RotaryEmbedding(q, ids, k=k, inplace=True)", bytes=_bytes(q, k))
+    if how == "out":
+        qo, ko = torch.empty_like(q), torch.empty_like(k)
+        return Timing(lambda: rotary(q, ids, k=k, out=(qo, ko)), "cuda",
+                      "RotaryEmbedding(q, ids, k=k, out=(q_out, k_out))", bytes=_bytes(q, k))
+    compiled = torch.compile(lambda q, k, ids: rotary(q, ids, k=k), fullgraph=True)
+    return Timing(lambda: compiled(q, k, ids), "cuda", "torch.compile(RotaryEmbedding): "
+                  "the posenc::rotary custom op in the graph", bytes=_bytes(q, k))
+
+
+def _ours_compiled(shape: Shape, ctx: BenchContext) -> Timing:
+    import torch
+
+    from posenc.backends import torch_triton as pe
+
+    q, k, ids = _qk(ctx, *shape)
+    compiled = torch.compile(lambda q, k, ids: pe.rope(q, ids, k=k, base=BASE), fullgraph=True)
+    return Timing(lambda: compiled(q, k, ids), "cuda", "torch.compile(torch_triton.rope): "
+                  "the posenc::rotary custom op in the graph", bytes=_bytes(q, k))
+
+
 def _planned(batch: int, seq: int, dtype: str) -> list[PlannedRow]:
     shape = (batch, seq, dtype)
     p = f"gpu/{batch}x{seq}" + ("" if dtype == "bfloat16" else f"-{dtype}")
@@ -171,6 +202,14 @@ def _planned(batch: int, seq: int, dtype: str) -> list[PlannedRow]:
          partial(_module, shape, table=True), ref),
         (f"{p}/posenc-module", "posenc RotaryEmbedding (no table) on CUDA",
          partial(_module, shape, table=False), ref),
+        (f"{p}/posenc-module-inplace", "posenc RotaryEmbedding, inplace=True",
+         partial(_module_into, shape, how="inplace"), ref),
+        (f"{p}/posenc-module-out", "posenc RotaryEmbedding, out=",
+         partial(_module_into, shape, how="out"), ref),
+        (f"{p}/posenc-module-compiled", "posenc torch.compile(RotaryEmbedding)",
+         partial(_module_into, shape, how="compiled"), ref),
+        (f"{p}/posenc-triton-compiled", "posenc torch.compile(torch_triton.rope)",
+         partial(_ours_compiled, shape), ref),
     ]
     return [PlannedRow(name, label, "main", timing, against)
             for name, label, timing, against in rows]

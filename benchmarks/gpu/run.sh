@@ -81,6 +81,11 @@ conformance_jobs() {
         --compiled-cases 4 --max-examples 3
     conformance torch-triton-compiled-cases --backend torch-triton --mode compiled \
         --encoding rope --dtype float32 --only cases --compiled-cases 40
+    # pe.RotaryEmbedding on CUDA goes through the kernel (issue 43): its layer group, both modes
+    conformance torch-layers-rope-eager --backend torch-layers --mode eager --encoding rope \
+        --max-examples 3
+    conformance torch-layers-rope-compiled --backend torch-layers --mode compiled \
+        --encoding rope --max-examples 3 --compiled-cases 4
     # eager against compiled case by case, with the generated code (benchmarks/gpu/compiled_cases.py)
     step compiled-cases "$LIMIT" env TORCH_LOGS=output_code "$PY" \
         "$ROOT/benchmarks/gpu/compiled_cases.py" near_2_20_llama3 near_2_17 named_llama_3_1_8b \

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -252,35 +253,99 @@ def test_one_launch_two_ops_no_host_read_and_the_range_check_in_the_kernel(
     assert result["errors"][1][1] and result["errors"][3][1]  # in place: untouched
 
 
+def _calls(graph: str, op: str) -> bool:
+    """Whether a printed FX graph calls ``torch.ops.posenc.<op>`` (packet or overload)."""
+    return re.search(rf"target=(torch\.ops\.)?posenc\.{op}(\.default)?\]", graph) is not None
+
+
 @needs_triton
-def test_compiled_calls_take_the_array_api_path(tmp_path: Path) -> None:
-    """Traced, torch_triton.rope launches no kernel (the triton_op under torch.compile gave
-    unwritten outputs on a GPU): prepared() answers None, a launch prepared eagerly and called
-    in a trace takes the array-API path too, and the results are posenc.rope's."""
+def test_compiled_graphs_keep_the_custom_op(tmp_path: Path) -> None:
+    """Under torch.compile the kernel is the ``posenc::rotary`` custom op (``rotary_`` in
+    place): the graph a backend receives contains it, and the compiled results (a recording
+    backend, aot_eager's functionalization, Inductor) are the eager ones, which match a float64
+    rotation."""
     result = _interpreted("""
         import json, os
         import numpy as np, torch
         import posenc
         from posenc.backends import torch_triton as tt
+        graphs = []
+        def record(gm, inputs):
+            graphs.append(str(gm.graph))
+            return gm.forward
+        q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)
+        pos = torch.tensor([0, 3, 4096, 70000, 1048575, 5, 6, 7])
+        def new(q, k, pos):
+            return tt.rope(q, pos, base=500000.0, k=k)
+        def inplace(q, k, pos):
+            return tt.rope(q, pos, base=500000.0, k=k, inplace=True)
+        eager = new(q, k, pos)
+        same = {}
+        for backend in (record, "aot_eager", "inductor"):
+            name = backend if isinstance(backend, str) else "record"
+            got = torch.compile(new, backend=backend, fullgraph=True)(q, k, pos)
+            q2, k2 = q.clone(), k.clone()
+            torch.compile(inplace, backend=backend, fullgraph=True)(q2, k2, pos)
+            same[name] = [bool(torch.equal(a, b)) for a, b in
+                          zip((*got, q2, k2), (*eager, *eager))]
+        want = posenc.rope(q.double().numpy(), pos.numpy(), base=500000.0)
+        json.dump({"graphs": graphs, "same": same,
+                   "error": float(np.abs(eager[0].double().numpy() - want).max())},
+                  open(os.environ["POSENC_OUT"], "w"))
+        """, tmp_path, timeout=600)
+    assert _calls(result["graphs"][0], "rotary"), result["graphs"][0]
+    assert _calls(result["graphs"][1], "rotary_"), result["graphs"][1]
+    assert all(all(v) for v in result["same"].values()), result["same"]
+    assert result["error"] < 1e-6
+
+
+@needs_triton
+def test_rotary_embedding_launches_the_kernel(tmp_path: Path) -> None:
+    """``pe.RotaryEmbedding`` on a kernel device (CUDA; here the interpreter): prefill and
+    decode, q and k (GQA) in one launch, new tensors, ``out=`` and in place, float32 and
+    bfloat16, all matching a float64 rotation; under torch.compile the graph holds the op."""
+    result = _interpreted("""
+        import json, os
+        import numpy as np, torch
+        import posenc
+        from posenc.backends import torch as pe
         from posenc.backends.torch import triton_kernel
         launched = []
         launch = triton_kernel.launch
         triton_kernel.launch = lambda *a, **kw: (launched.append(1), launch(*a, **kw))
-        q = torch.randn(1, 2, 5, 16)
-        pos = torch.tensor([0, 3, 4096, 70000, 1048575])
-        eager = tt.rope(q, pos, base=500000.0)
-        eager_launches = len(launched)
-        ready = tt.prepared(q, pos, base=500000.0)  # prepared eagerly, called in a trace
-        torch.compiler.is_compiling = lambda: True  # what a trace sees
-        op = tt.prepared(q, pos, base=500000.0)
-        traced = tt.rope(q, pos, base=500000.0)
-        in_loop = ready(q)
-        want = posenc.rope(q.double().numpy(), pos.numpy(), base=500000.0)
-        json.dump({"eager_launches": eager_launches, "traced_launches": len(launched) - eager_launches,
-                   "op": op is None, "error": float(np.abs(traced.double().numpy() - want).max()),
-                   "loop_error": float(np.abs(in_loop.double().numpy() - want).max())},
+        rot = pe.RotaryEmbedding(32, base=500000.0, max_positions=8192)
+        report = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            for seq, pos in ((12, torch.arange(12) * 600), (1, torch.tensor([4096]))):
+                q = torch.randn(1, 8, seq, 32).to(dtype)
+                k = torch.randn(1, 2, seq, 32).to(dtype)
+                want = [posenc.rope(t.double().numpy(), pos.numpy(), base=500000.0)
+                        for t in (q, k)]
+                qo, ko, qi, ki = (torch.empty_like(q), torch.empty_like(k), q.clone(),
+                                  k.clone())
+                calls = {"new": lambda: rot(q, pos, k=k),
+                         "out": lambda: rot(q, pos, k=k, out=(qo, ko)),
+                         "inplace": lambda: rot(qi, pos, k=ki, inplace=True)}
+                for name, call in calls.items():
+                    launched.clear()
+                    got = call()
+                    report[f"{dtype} {seq} {name}"] = [len(launched), max(
+                        float(np.abs(g.double().numpy() - w).max()) for g, w in zip(got, want))]
+        graphs = []
+        def record(gm, inputs):
+            graphs.append(str(gm.graph))
+            return gm.forward
+        q, k = torch.randn(1, 8, 12, 32), torch.randn(1, 2, 12, 32)
+        pos = torch.arange(12)
+        compiled = torch.compile(lambda q, k, p: rot(q, p, k=k), backend=record,
+                                 fullgraph=True)(q, k, pos)
+        eager = rot(q, pos, k=k)
+        json.dump({"report": report, "graph": graphs[0],
+                   "same": [bool(torch.equal(a, b)) for a, b in zip(compiled, eager)]},
                   open(os.environ["POSENC_OUT"], "w"))
         """, tmp_path)
-    assert result["eager_launches"] == 1 and result["traced_launches"] == 0
-    assert result["op"] is True
-    assert result["error"] < 1e-5 and result["loop_error"] < 1e-5
+    for name, (launches, error) in result["report"].items():
+        assert launches == 1, name
+        assert error < (2e-6 if "float32" in name else 2 ** -7 * 4), (name, error)
+    assert _calls(result["graph"], "rotary"), result["graph"]
+    assert result["same"] == [True, True]

@@ -34,12 +34,13 @@ def test_the_quick_dry_run_plans_bench_profile_and_cuda_conformance(tmp_path: Pa
     assert any("profile_rope.py" in s for s in steps), steps
     conformance = [s for s in steps if "posenc conformance" in s]
     backends = {s.split("--backend ")[1].split()[0] for s in conformance}
-    assert backends == {"torch", "torch-triton", "jax"}, backends
+    assert backends == {"torch", "torch-triton", "torch-layers", "jax"}, backends
     assert all("--device cuda" in s and f"--json {tmp_path}" in s for s in conformance)
     modes = {(s.split("--backend ")[1].split()[0], s.split("--mode ")[1].split()[0])
              for s in conformance}
     assert {("torch", "eager"), ("torch", "compiled"), ("torch-triton", "eager"),
-            ("torch-triton", "compiled"), ("jax", "eager"), ("jax", "compiled")} <= modes
+            ("torch-triton", "compiled"), ("torch-layers", "eager"), ("torch-layers", "compiled"),
+            ("jax", "eager"), ("jax", "compiled")} <= modes
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
 
 
