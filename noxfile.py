@@ -43,11 +43,11 @@ def groups() -> list[str]:
     return sorted(path.stem for path in ENVS.glob("*.txt"))
 
 
-def directives(group: str) -> tuple[list[str], list[list[str]]]:
-    """(the peers the group runs, the pip commands to run after its requirements)."""
+def directives(requirements: Path) -> tuple[list[str], list[list[str]]]:
+    """(the peers a requirements file's group runs, the pip commands to run after it)."""
     peers: list[str] = []
     steps: list[list[str]] = []
-    for line in (ENVS / f"{group}.txt").read_text(encoding="utf-8").splitlines():
+    for line in requirements.read_text(encoding="utf-8").splitlines():
         text = line.strip().lstrip("#").strip() if line.lstrip().startswith("#") else ""
         if text.startswith("peers:"):
             peers += text.removeprefix("peers:").split()
@@ -83,7 +83,7 @@ def define(name: str, run: Callable[[nox.Session], None], doc: str) -> None:
 
 
 def run_group(session: nox.Session, group: str) -> None:
-    peers, steps = directives(group)
+    peers, steps = directives(ENVS / f"{group}.txt")
     install(session, ENVS / f"{group}.txt", steps)
     tests = [t for t in ("tests/peers/test_engines.py", f"tests/test_{group}_engine.py",
                          "tests/peers/test_peer_libraries.py")
@@ -133,12 +133,14 @@ def sweep_engines() -> list[str]:
 def run_sweep(session: nox.Session, engine: str) -> None:
     """The engine's pinned environment, the transformers sweep's report (the pairing and the
     unrotated layers the engine is held to), the engine's sweep and its tests."""
-    install(session, SWEEP_ENVS / f"{engine}.txt")
+    install(session, SWEEP_ENVS / f"{engine}.txt", directives(SWEEP_ENVS / f"{engine}.txt")[1])
     REPORTS.mkdir(parents=True, exist_ok=True)
     truth = REPORTS / "sweep-transformers.json"
     session.run("posenc", "sweep", "transformers", "--json", str(truth), "--out", str(REPORTS))
     session.run("posenc", "sweep", engine, "--truth", str(truth), "--out", str(REPORTS))
-    session.run("python", "-m", "pytest", "-q", "-rs", "tests/peers/test_engine_sweeps.py",
+    own = f"tests/peers/test_{engine.replace('-', '_').replace('.', '')}_sweep.py"
+    tests = ["tests/peers/test_engine_sweeps.py", *([own] if (ROOT / own).exists() else [])]
+    session.run("python", "-m", "pytest", "-q", "-rs", *tests,
                 "--rootdir", str(ROOT), "-p", "no:cacheprovider")
 
 

@@ -16,9 +16,8 @@ from . import engine_page
 from .engine_report import REPORT, code_hash, counts, write_report
 
 LIBRARIES = ("transformers", "mlx-lm", "llama.cpp", "vllm")
-SWEEPS = {"mlx-lm": "mlx_lm"}  # engine -> its module under conformance/sweeps
-NOT_YET = {"llama.cpp": "the llama.cpp sweep is not built yet (issue 40)",
-           "vllm": "the vLLM sweep is not built yet (issue 40)"}
+SWEEPS = {"mlx-lm": "mlx_lm", "vllm": "vllm"}  # engine -> its module under conformance/sweeps
+NOT_YET = {"llama.cpp": "the llama.cpp sweep is not built yet (issue 40)"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

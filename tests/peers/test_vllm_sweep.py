@@ -1,0 +1,87 @@
+"""``posenc sweep vllm`` (conformance/sweeps/vllm.py): its judge and recorder without vLLM, on
+synthetic observations whose rotations tests/peers/test_engine_sweeps.py writes out in
+float64; vLLM itself only where it is installed (``nox -s sweep-vllm``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from posenc.conformance.sweeps import vllm as vllm_sweep
+from posenc.conformance.sweeps.vllm_observer import GetRopeRecorder, architecture
+
+from .test_engine_sweeps import _observation
+
+
+def _vllm_observation(mutate: str = "", held: tuple[int, ...] = (0, 1)) -> dict:
+    obs = _observation(mutate, calls_on=held)
+    obs["applied"] += obs.pop("calls")
+    return {**obs, "calls": [], "forward": vllm_sweep.FORWARD, "held": list(held)}
+
+
+def test_a_correct_engine_conforms() -> None:
+    row = vllm_sweep.judge("synthetic", _vllm_observation(), ("half",))
+    assert row.verdict == "conforms", row.reason
+
+
+@pytest.mark.parametrize(("mutant", "diagnosis"), [
+    ("base", "rope_theta is not read"), ("full width", "partial rotary width is ignored"),
+    ("interleaved", "pairs as 'interleaved'")])
+def test_a_planted_bug_diverges_with_its_diagnosis(mutant: str, diagnosis: str) -> None:
+    row = vllm_sweep.judge("synthetic", _vllm_observation(mutant), ("half",))
+    assert row.verdict == "diverges" and diagnosis in row.reason, row.reason
+
+
+def test_a_layer_without_a_rotary_module_diverges_unless_transformers_leaves_it_so() -> None:
+    obs = _vllm_observation(held=(0,))
+    row = vllm_sweep.judge("synthetic", obs, ("half",))
+    assert row.verdict == "diverges"
+    assert row.reason.startswith("no rotary module on a layer posenc reads as rotated (layers 1)")
+    assert vllm_sweep.judge("synthetic", obs, ("half",), frozenset({1})).verdict == "conforms"
+
+
+def test_a_model_holding_no_rotary_module_is_not_checkable_not_a_divergence() -> None:
+    obs = {**_vllm_observation(), "applied": [], "held": []}
+    row = vllm_sweep.judge("synthetic", obs, ("half",))
+    assert row.verdict == "not checkable" and "no attention layer holds" in row.reason
+
+
+def test_the_recorder_keeps_arguments_and_the_asking_layer() -> None:
+    def get_rope(head_size: int, max_position: int, is_neox_style: bool = True,
+                 rope_parameters: dict | None = None, dtype: object = None) -> object:
+        return object()
+
+    recorder = GetRopeRecorder(get_rope)
+
+    def attention_init(prefix: str) -> object:  # as vLLM's attention constructors do
+        return recorder(64, 4096, False, rope_parameters={"rope_theta": 5e5}, dtype="f32")
+
+    attention_init("model.layers.3.self_attn")
+    assert recorder.calls == [{"prefix": "model.layers.3.self_attn", "module": "object",
+                               "args": {"head_size": 64, "max_position": 4096,
+                                        "is_neox_style": False,
+                                        "rope_parameters": {"rope_theta": 5e5}}}]
+    line = vllm_sweep._received(recorder.calls * 2)
+    assert line == ("object(head_size=64, max_position=4096, is_neox_style=False, "
+                    "rope_parameters={'rope_theta': 500000.0}) <- 2 x model.layers.3.self_attn")
+
+
+def test_the_architecture_is_one_vllm_registers() -> None:
+    transformers = pytest.importorskip("transformers")
+
+    class Family:
+        name = "llama"
+
+    config = transformers.LlamaConfig()
+    assert architecture(Family(), config, {"LlamaForCausalLM"}) == "LlamaForCausalLM"
+    assert architecture(Family(), config, {"MistralForCausalLM"}) is None
+
+
+@pytest.mark.parametrize(("family", "verdict"), [("llama", "conforms"), ("qwen2", "conforms"),
+                                                 ("gemma3", "conforms")])
+def test_the_vllm_sweep_on_representative_families(family: str, verdict: str) -> None:
+    pytest.importorskip("vllm")
+    from posenc.conformance.sweeps.transformers_families import discover
+
+    row = vllm_sweep.sweep(discover([family]), {})[0]
+    assert row.verdict == verdict, row.reason
+    assert "get_rope" not in row.received and "head_size=" in row.received
