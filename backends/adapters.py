@@ -105,7 +105,8 @@ def _position_convention(fn: Callable[..., Any], spec: Any, names: dict[str, str
                               negative=negative, label=label)
     named = centre if isinstance(centre, str) else "declared"
     return wrapped, ", ".join(filter(None, [
-        f"positions converted to offset {offset!r}{'' if negative else ' (non-negative)'}",
+        f"positions converted to offset {offset!r}{'' if negative else ' (non-negative)'}"
+        " (positions that are no single run: one call per contiguous run)",
         centre is not None and f"xPos centre ({named}) converted to posenc's"]))
 
 
