@@ -310,3 +310,29 @@ def test_rotary_embedding_torch_xpos_with_its_centre() -> None:
     assert not _bad(report), report.text()
     assert len([r for r in report.results if r.status == "pass"]) >= 7, report.text()
     assert "xPos centre (rotary-embedding-torch) converted" in report.text()
+
+
+def test_declared_conversions_attach_when_built_and_compile_whole() -> None:
+    """One mechanism (adapter_base.declare) attaches what an adapter declares, when it is
+    built: the user's function is never touched, and a call traces under
+    torch.compile(fullgraph=True), which refuses a setattr during the call (issue 45)."""
+    torch = pytest.importorskip("torch")
+    def torch_rope(x: Any, positions: Any, base: float = 10000.0) -> Any:
+        dim = x.shape[-1]
+        angle = positions[..., None].to(torch.float64) * base ** (
+            -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        a, b = x[..., : dim // 2], x[..., dim // 2:]
+        return torch.cat([a * angle.cos() - b * angle.sin(),
+                          a * angle.sin() + b * angle.cos()], -1).to(x.dtype)
+
+    before = dict(vars(torch_rope))
+    adapter = adapters.function("rope", torch_rope, framework="torch", layout="half")
+    x, positions = torch.randn(2, 5, 8, dtype=torch.float64), torch.arange(3, 8)
+    want = _rotate(x.numpy(), positions.numpy(), 10000.0, "half")
+    adapter.call(x=x, positions=positions)  # eager first, as the harness (loads torch's native)
+    compiled = torch.compile(adapter.call, fullgraph=True)
+    np.testing.assert_allclose(compiled(x=x, positions=positions).numpy(), want, atol=1e-14)
+    assert vars(torch_rope) == before
+    offset = adapters.function("rope", offset_rope, framework="numpy", offset="offset")
+    assert "offset 'offset'" in offset.call.posenc_conventions
+    assert not hasattr(offset_rope, "posenc_conventions") and not vars(offset_rope)
