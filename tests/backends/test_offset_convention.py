@@ -336,3 +336,33 @@ def test_declared_conversions_attach_when_built_and_compile_whole() -> None:
     offset = adapters.function("rope", offset_rope, framework="numpy", offset="offset")
     assert "offset 'offset'" in offset.call.posenc_conventions
     assert not hasattr(offset_rope, "posenc_conventions") and not vars(offset_rope)
+
+
+def off_by_one_torchscale_xpos(x: Any, offset: int = 0, kind: str = "query",
+                               scale_base: float = 512.0, base: float = 10000.0) -> np.ndarray:
+    """torchscale's XPOS rotating and scaling positions offset + 1 + arange(seq) (its centre
+    from the true offset)."""
+    x = np.asarray(x, np.float64)
+    seq, dim = x.shape[-2], x.shape[-1]
+    positions = offset + 1 + np.arange(seq)
+    zeta = (np.arange(0, dim, 2) / dim + 0.4) / 1.4
+    sign = 1.0 if kind == "query" else -1.0
+    power = sign * (positions - (seq + offset + 1) // 2)[:, None] / scale_base
+    return _rotate(x, positions, base, "interleaved") * np.repeat(zeta ** power, 2, axis=-1)
+
+
+@pytest.mark.parametrize(("encoding", "fn", "declared", "named"), [
+    ("rope", off_by_one_rope, {}, "positions_plus_one"),
+    ("rope", offset_rope, {"layout": "interleaved"}, "half_for_interleaved"),
+    ("xpos", off_by_one_torchscale_xpos, {"centre": "torchscale"}, "positions_plus_one"),
+    ("xpos", torchscale_xpos, {"centre": "torchscale", "layout": "half"}, "interleaved_for_half"),
+], ids=["rope-off-by-one", "rope-layout", "xpos-off-by-one", "xpos-layout"])
+def test_mutants_through_the_runs_are_caught_and_named(encoding: str, fn: Any,
+                                                      declared: dict[str, Any], named: str) -> None:
+    """Properties included (so through the per-run calls): every failure is named."""
+    adapter = adapters.function(encoding, fn, framework="numpy", offset="offset",
+                                negative_offset=encoding == "rope", **declared)
+    report = check(adapter, encoding, **F64)
+    names = {r.check.name: (r.details.get("diagnosis") or {}).get("name") for r in report.failed}
+    assert len(names) >= 9 and set(names.values()) == {named}, report.text()
+    assert any(r.check.kind == "property" for r in report.failed), report.text()
