@@ -31,9 +31,11 @@ def _rotate(x: np.ndarray, positions: np.ndarray, base: float, pairs: str) -> np
 
 
 def offset_rope(x: Any, offset: int = 0, base: float = 10000.0) -> np.ndarray:
-    """rotary-embedding-torch / Meta llama style: positions offset + arange(seq)."""
-    x = np.asarray(x, np.float64)
-    return _rotate(x, offset + np.arange(x.shape[-2]), base, "half")
+    """rotary-embedding-torch / Meta llama style: positions offset + arange(seq); computed in
+    float64, returned in x's dtype."""
+    x = np.asarray(x)
+    return _rotate(x.astype(np.float64), offset + np.arange(x.shape[-2]), base,
+                   "half").astype(x.dtype)
 
 
 def off_by_one_rope(x: Any, offset: int = 0, base: float = 10000.0) -> np.ndarray:
@@ -43,14 +45,17 @@ def off_by_one_rope(x: Any, offset: int = 0, base: float = 10000.0) -> np.ndarra
 
 def torchscale_xpos(x: Any, offset: int = 0, kind: str = "query",
                     scale_base: float = 512.0, base: float = 10000.0) -> np.ndarray:
-    """torchscale XPOS: scales centred at (seq + offset + 1) // 2, keys downscaled."""
+    """torchscale XPOS: scales centred at (seq + offset + 1) // 2, keys downscaled; computed in
+    float64, returned in x's dtype."""
+    dtype = np.asarray(x).dtype
     x = np.asarray(x, np.float64)
     seq, dim = x.shape[-2], x.shape[-1]
     positions = offset + np.arange(seq)
     zeta = (np.arange(0, dim, 2) / dim + 0.4) / 1.4
     sign = 1.0 if kind == "query" else -1.0
     power = sign * (positions - (seq + offset + 1) // 2)[:, None] / scale_base
-    return _rotate(x, positions, base, "interleaved") * np.repeat(zeta ** power, 2, axis=-1)
+    return (_rotate(x, positions, base, "interleaved")
+            * np.repeat(zeta ** power, 2, axis=-1)).astype(dtype)
 
 
 def both_scaled_up_xpos(x: Any, offset: int = 0, kind: str = "query",
@@ -366,3 +371,18 @@ def test_mutants_through_the_runs_are_caught_and_named(encoding: str, fn: Any,
     names = {r.check.name: (r.details.get("diagnosis") or {}).get("name") for r in report.failed}
     assert len(names) >= 9 and set(names.values()) == {named}, report.text()
     assert any(r.check.kind == "property" for r in report.failed), report.text()
+
+
+@pytest.mark.parametrize(("encoding", "fn", "declared", "in_scope"), [
+    ("rope", offset_rope, {"negative_offset": True}, 19),
+    ("xpos", torchscale_xpos, {"centre": "torchscale"}, 20),
+], ids=["rope", "xpos"])
+def test_the_offset_functions_keep_their_checks_in_float32(encoding: str, fn: Any,
+                                                          declared: dict[str, Any],
+                                                          in_scope: int) -> None:
+    """Computed in float64 and returned in float32: the same checks run (docs/conventions.md's
+    table), with 0 fail and 0 error under the exact profile."""
+    adapter = adapters.function(encoding, fn, framework="numpy", offset="offset", **declared)
+    report = check(adapter, encoding, dtypes=["float32"], max_examples=3, gradients=False)
+    assert not _bad(report), report.text()
+    assert len([r for r in report.results if r.status == "pass"]) >= in_scope, report.text()
