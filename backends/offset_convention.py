@@ -70,6 +70,8 @@ def runs_of(positions: Any, x_shape: tuple[int, ...], *, negative: bool,
         host = np.asarray(to_numpy(positions)).astype(np.int64)
     except Exception as exc:  # traced (jit, compile): the start cannot be read on the host
         raise Unsupported(f"{convention}: traced positions cannot be read as an offset") from exc
+    if host.ndim == 2 and host.shape[0] == 1:  # one row shared by every batch row
+        host = host[0]
     if host.ndim not in (1, 2) or (host.ndim == 2 and (len(x_shape) < 3 or
                                                        host.shape[0] != x_shape[0])):
         raise Unsupported(f"{convention}: positions of shape {list(host.shape)} cannot be "

@@ -97,10 +97,10 @@ def test_positions_no_offset_expresses_reach_it_one_run_at_a_time() -> None:
     adapter = adapters.function("rope", offset_rope, framework="numpy", offset="offset",
                                 negative_offset=True)
     x = np.random.default_rng(0).standard_normal((3, 2, 5, 8))
-    for positions in (np.array([4, 0, 0, 9, -2]), np.array([[0, 1, 2, 3, 4], [7, 8, 2, 3, 4],
-                                                            [0, 0, 0, 0, 0]])):
+    for positions in (np.array([4, 0, 0, 9, -2]), np.array([[4, 0, 0, 9, -2]]),
+                      np.array([[0, 1, 2, 3, 4], [7, 8, 2, 3, 4], [0, 0, 0, 0, 0]])):
         got = adapter.call(x=x, positions=positions)
-        rows = np.broadcast_to(positions, (3, 5))
+        rows = np.broadcast_to(positions, (3, 5))  # [seq] and [1, seq]: every row
         want = np.stack([_rotate(x[b], rows[b], 10000.0, "half") for b in range(3)])
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
 
@@ -109,6 +109,8 @@ def test_an_offset_that_may_not_be_negative_is_never_given_one() -> None:
     adapter = adapters.function("rope", offset_rope, framework="numpy", offset="offset")
     with pytest.raises(Unsupported, match=r"negative start \(-2\)"):
         adapter.call(x=np.zeros((1, 3, 4)), positions=np.array([3, -2, 0]))
+    with pytest.raises(Unsupported, match=r"600 contiguous runs, more calls than the 512"):
+        adapter.call(x=np.zeros((1, 600, 4)), positions=np.arange(600)[::-1].copy())
 
 
 def test_a_per_token_bug_is_caught_through_the_runs() -> None:
