@@ -378,3 +378,26 @@ def as_backend(*adapters: Adapter, name: str | None = None, framework: str | Non
         overrides={f: a.call for f, a in by_function.items()}, scope=scope,
         dtypes=tuple(allowed), compile=base.compile if compiled else None, own_code=False,
         expectations={})
+
+
+# What an adapter's override declares to the harness (read by conformance.scope): what posenc
+# supplies it, the diagnoses that supply explains, the pairing and the position conventions
+# it converts. Attached when the adapter is built, never during a call: a compiler
+# (torch.compile fullgraph) refuses a setattr on a function inside the traced call.
+DECLARED = ("posenc_supplies", "posenc_explains", "posenc_pairing", "posenc_conventions")
+
+
+def declare(wrapped: Callable[..., Any], inner: Callable[..., Any] | None = None,
+            **declared: Any) -> Callable[..., Any]:
+    """``wrapped`` declaring what ``inner`` (the override it wraps) declares, then
+    ``declared`` (``pairing=``, ``conventions=``, ``supplies=``, ``explains=``; a ``supplies``
+    that varies per call is a zero-argument callable, read after the call)."""
+    for name in DECLARED:
+        if inner is not None and hasattr(inner, name):
+            setattr(wrapped, name, getattr(inner, name))
+    for key, value in declared.items():
+        name = f"posenc_{key}"
+        if name not in DECLARED:
+            raise TypeError(f"declare: {key}= is none of {', '.join(DECLARED)}")
+        setattr(wrapped, name, value)
+    return wrapped

@@ -34,6 +34,7 @@ from .adapter_base import (
     Signature,
     as_backend,
     check_array,
+    declare,
     declared_inputs_out_of_scope,
     declared_out_of_scope,
     dtype_out_of_scope,
@@ -105,7 +106,8 @@ def _position_convention(fn: Callable[..., Any], spec: Any, names: dict[str, str
                               negative=negative, label=label)
     named = centre if isinstance(centre, str) else "declared"
     return wrapped, ", ".join(filter(None, [
-        f"positions converted to offset {offset!r}{'' if negative else ' (non-negative)'}",
+        f"positions converted to offset {offset!r}{'' if negative else ' (non-negative)'}"
+        " (positions that are no single run: one call per contiguous run)",
         centre is not None and f"xPos centre ({named}) converted to posenc's"]))
 
 
@@ -228,7 +230,8 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
                 raise
             raise Unsupported(reason) from exc
         result, note = _checked(encoding, spec, label, result, values, "dtype" in passed)
-        call.posenc_supplies = note  # type: ignore[attr-defined]
+        if note != noted[0]:  # a list item, not an attribute: a compiler traces it
+            noted[0] = note
         return result
 
     def arguments(values: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +242,8 @@ def function(encoding: str, fn: Callable[..., Any], names: Mapping[str, str] | N
     def probe() -> Any:  # what fn itself returns, before any conversion
         return _probe(spec, fn, arguments, scope, label)
 
-    call.posenc_supplies = None  # type: ignore[attr-defined]
+    noted: list[str | None] = [None]  # the last call's conversion note, read after it
+    declare(call, supplies=lambda: noted[0])
     adapter = Adapter(spec.function, call, label, scope, framework, dtypes,
                       probe=probe if not spec.inputs else None)
     if pairing is not None:
@@ -264,8 +268,10 @@ def _scope_rule(spec: Any, declared: Any, defaults: dict[str, Any], fixed: dict[
 
 
 def _naming_conventions(adapter: Adapter, converted: str | None) -> Adapter:
-    if converted:  # read by the harness for the scope line (conformance.scope.conventions)
-        adapter.call.posenc_conventions = converted  # type: ignore[attr-defined]
+    """``adapter`` declaring the position conventions it converts (the scope line names them),
+    on its own call (a wrapper of the user's function, which is never touched)."""
+    if converted:
+        declare(adapter.call, conventions=converted)
     return adapter
 
 

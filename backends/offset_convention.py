@@ -5,7 +5,10 @@ An *offset* function takes a start ``p0`` instead of a positions array and rotat
 positions ``p0 + arange(seq)``. The harness's positions reach it as ``offset=p0`` whenever they
 are that contiguous run and the same in every batch row; any other positions (left padding,
 ragged batches, shuffled, and negative starts unless declared legal) are out of its scope, with
-a reason that names the convention.
+a reason that names the convention. Positions that are no single run (shuffled, repeated, a
+different run per batch row: left padding, ragged batches) reach it as one call per contiguous
+run of each row, at most :data:`MAX_RUNS` calls, their results put back in place: rope and xPos
+treat each token on its own, so this is the same computation, and the scope line says so.
 
 An xPos function with its own *centre* ``c_t`` (torchscale ``(seq + offset + 1) // 2``,
 rotary-embedding-torch ``seq // 2``) gives ``posenc``'s output at centre ``c`` once pair ``i`` is
@@ -16,6 +19,7 @@ factor is ``zeta_i ** (s (n - c) / scale_base)`` and logits do not depend on ``c
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +30,8 @@ from posenc.encodings.xpos import zeta
 from posenc.errors import ParameterError, Unsupported
 
 from .adapter_base import to_numpy
+
+MAX_RUNS = 512  # calls one converted call may split into (one per token of a shuffled case)
 
 CENTRES: dict[str, Callable[[int, int], float]] = {
     "torchscale": lambda seq, offset: float((seq + offset + 1) // 2),
@@ -53,6 +59,35 @@ def start_of(positions: Any, seq: int, *, negative: bool, label: str) -> int:
         raise Unsupported(f"{convention}: a negative start ({start}) is not declared legal "
                           "(negative_offset=True declares it)")
     return start
+
+
+def runs_of(positions: Any, x_shape: tuple[int, ...], *, negative: bool,
+            label: str) -> list[tuple[int | None, int, int, int]]:
+    """``(row, first, stop, p0)`` for each contiguous run ``p0 + arange(stop - first)`` of
+    tokens ``first:stop`` of batch ``row`` (None: positions ``[seq]``, shared by every row)."""
+    convention = f"{label} takes positions as an offset (p0 + arange(seq))"
+    try:
+        host = np.asarray(to_numpy(positions)).astype(np.int64)
+    except Exception as exc:  # traced (jit, compile): the start cannot be read on the host
+        raise Unsupported(f"{convention}: traced positions cannot be read as an offset") from exc
+    if host.ndim == 2 and host.shape[0] == 1:  # one row shared by every batch row
+        host = host[0]
+    if host.ndim not in (1, 2) or (host.ndim == 2 and (len(x_shape) < 3 or
+                                                       host.shape[0] != x_shape[0])):
+        raise Unsupported(f"{convention}: positions of shape {list(host.shape)} cannot be "
+                          "split into runs of x's rows")
+    if host.size and host.min() < 0 and not negative:
+        raise Unsupported(f"{convention}: a negative start ({int(host.min())}) is not declared "
+                          "legal (negative_offset=True declares it)")
+    rows = [(None, host)] if host.ndim == 1 else list(enumerate(host))
+    runs = []
+    for row, values in rows:
+        breaks = [0, *(np.flatnonzero(np.diff(values) != 1) + 1).tolist(), len(values)]
+        runs += [(row, a, b, int(values[a])) for a, b in itertools.pairwise(breaks) if b > a]
+    if len(runs) > MAX_RUNS:
+        raise Unsupported(f"{convention}: {len(runs)} contiguous runs, more calls than the "
+                          f"{MAX_RUNS} a converted call may take")
+    return runs
 
 
 def takes_integer(fn: Callable[..., Any], name: str) -> bool:
@@ -114,6 +149,19 @@ def recentred(result: Any, x: Any, params: dict[str, Any], theirs: float,
                                       device=array_api.device_of(result))
 
 
+def _by_runs(call: Callable[[Any, int], Any], x: Any,
+             runs: list[tuple[int | None, int, int, int]]) -> Any:
+    """The results of ``call(x's tokens of one run, p0)`` for every run, put back in place."""
+    xp = array_api.namespace(x=x)
+    rows: dict[int | None, list[Any]] = {}
+    for row, first, stop, start in runs:
+        piece = x[..., first:stop, :] if row is None else x[row:row + 1, ..., first:stop, :]
+        rows.setdefault(row, []).append(call(piece, start))
+    joined = [xp.concat(pieces, axis=-2) if len(pieces) > 1 else pieces[0]
+              for pieces in rows.values()]
+    return joined[0] if None in rows else xp.concat(joined, axis=0)
+
+
 def offset_function(fn: Callable[..., Any], offset: str, names: dict[str, str],
                     defaults: dict[str, Any], *, centre: Any = None, pairing: str = "interleaved",
                     negative: bool = False, label: str) -> Callable[..., Any]:
@@ -127,12 +175,9 @@ def offset_function(fn: Callable[..., Any], offset: str, names: dict[str, str],
     theirs_of = centre_of(centre) if centre is not None else None
     back = {theirs: ours for ours, theirs in names.items()}
 
-    def wrapper(**kwargs: Any) -> Any:
-        positions = kwargs.pop("positions", None)
-        ours_centre = kwargs.pop("centre", defaults.get("centre", 0.0))
+    def one_run(kwargs: dict[str, Any], start: int, ours_centre: float) -> Any:
         x = kwargs[x_name]
         seq = int(x.shape[-2])
-        start = start_of(positions, seq, negative=negative, label=label)
         params = {**defaults, **{back.get(k, k): v for k, v in kwargs.items()},
                   "centre": ours_centre}
         if theirs_of is None:
@@ -142,6 +187,19 @@ def offset_function(fn: Callable[..., Any], offset: str, names: dict[str, str],
                                    theirs - float(ours_centre)], label)
         layout = params.get("layout") or pairing
         return recentred(fn(**kwargs, **{offset: start}), x, params, theirs, layout)
+
+    def wrapper(**kwargs: Any) -> Any:
+        positions = kwargs.pop("positions", None)
+        ours_centre = kwargs.pop("centre", defaults.get("centre", 0.0))
+        x = kwargs[x_name]
+        try:
+            start = start_of(positions, int(x.shape[-2]), negative=negative, label=label)
+        except Unsupported as exc:
+            if "traced" in str(exc):
+                raise
+            return _by_runs(lambda piece, p0: one_run({**kwargs, x_name: piece}, p0, ours_centre),
+                            x, runs_of(positions, tuple(x.shape), negative=negative, label=label))
+        return one_run(kwargs, start, ours_centre)
 
     added = [inspect.Parameter("positions", inspect.Parameter.KEYWORD_ONLY, default=None)]
     if theirs_of is not None:

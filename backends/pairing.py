@@ -41,7 +41,7 @@ from posenc.encodings.qk_permutation import qk_permutation_indices
 from posenc.encodings.rope_frequencies import schedule_type
 from posenc.errors import ParameterError
 
-from .adapter_base import Adapter
+from .adapter_base import Adapter, declare
 from .sinusoidal_layouts import FUNCTION as SINUSOIDAL
 from .sinusoidal_layouts import LAYOUTS as SINUSOIDAL_LAYOUTS
 from .sinusoidal_layouts import LayoutConversion, declare_layout
@@ -334,11 +334,7 @@ def declare_pairing(adapter: Adapter, layout: str) -> Adapter:
             params = {**params, **conversion.own}
         return inner_scope(params)
 
-    wrapped = conversion.wrap(inner)
-    for name in ("posenc_supplies", "posenc_explains"):
-        if hasattr(inner, name):
-            setattr(wrapped, name, getattr(inner, name))
-    wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]
+    wrapped = declare(conversion.wrap(inner), inner, pairing=conversion)
     return dataclasses.replace(adapter, call=wrapped, scope=scope)
 
 
@@ -374,10 +370,7 @@ def declare_axes(adapter: Adapter, axes: str) -> Adapter:
             return out  # the result check names what came back
         return xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), shape)
 
-    for name in ("posenc_supplies", "posenc_explains", "posenc_pairing"):
-        if hasattr(inner, name):
-            setattr(call, name, getattr(inner, name))
-    return dataclasses.replace(adapter, call=call)
+    return dataclasses.replace(adapter, call=declare(call, inner))
 
 
 def own_pairing(function: str, layout: str | None, unsupported: Mapping[str, Any],
@@ -417,10 +410,6 @@ def converting(function: str, fn: Callable[..., Any], layout: str) -> Callable[.
     own_pairing(function, layout, {}, False, getattr(fn, "__name__", function))
     if function == SINUSOIDAL:
         sinusoidal = LayoutConversion(layout, _spec_of(function).defaults())
-        wrapped = sinusoidal.wrap(fn)
-        wrapped.posenc_pairing = sinusoidal  # type: ignore[attr-defined]
-        return wrapped
+        return declare(sinusoidal.wrap(fn), pairing=sinusoidal)
     conversion = Conversion(function, layout)
-    wrapped = conversion.wrap(fn)
-    wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]
-    return wrapped
+    return declare(conversion.wrap(fn), pairing=conversion)

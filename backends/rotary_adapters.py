@@ -23,6 +23,7 @@ from .adapter_base import (
     AdapterOutputError,
     Signature,
     check_array,
+    declare,
     declared_inputs_out_of_scope,
     declared_out_of_scope,
     dtype_out_of_scope,
@@ -111,13 +112,13 @@ def _declare_supplies(call: Any, source: str, cos_dtype: str | None) -> None:
     """What posenc computes for an apply function, on its call: the cos/sin it supplies (the
     report's line) and the declared diagnoses that those explain (posenc's, not fn's)."""
     given_in = f"in {cos_dtype}" if cos_dtype is not None else "in q's dtype"
-    call.posenc_supplies = (f"cos/sin from posenc's {source} "
+    declare(call, supplies=(f"cos/sin from posenc's {source} "
                             f"({'NumPy float64' if source == 'reference' else 'exact phases'}, "
-                            f"rounded once), given {given_in}")
-    call.posenc_explains = {
+                            f"rounded once), given {given_in}"),
+            explains={
         "positions_in_bfloat16": "posenc turns the positions into cos/sin: fn never sees them",
         "angles_in_bfloat16": f"posenc computes the angles and supplies cos/sin {given_in}: a "
-                              "low-precision cos/sin cache here is posenc's input"}
+                              "low-precision cos/sin cache here is posenc's input"})
 
 
 def apply_rotary(fn: Callable[..., Any], *, layout: str = "half", cos_sin: str = "full",

@@ -31,7 +31,7 @@ import numpy as np
 
 from posenc import array_api
 
-from .adapter_base import Adapter
+from .adapter_base import Adapter, declare
 
 LAYOUTS = ("interleaved", "concat", "t2t")
 FUNCTION = "sinusoidal"
@@ -193,8 +193,5 @@ def declare_layout(adapter: Adapter, layout: str, defaults: Mapping[str, Any]) -
             return None
         return inner_scope(conversion.call_params(params)[0])
 
-    wrapped = conversion.wrap(inner)
-    if hasattr(inner, "posenc_supplies"):
-        wrapped.posenc_supplies = inner.posenc_supplies  # type: ignore[attr-defined]
-    wrapped.posenc_pairing = conversion  # type: ignore[attr-defined]
+    wrapped = declare(conversion.wrap(inner), inner, pairing=conversion)
     return dataclasses.replace(adapter, call=wrapped, scope=scope)

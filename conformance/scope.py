@@ -68,7 +68,8 @@ def posenc_supplies(backend: Backend, function: str) -> str | None:
     """What posenc computes for an adapter's override (e.g. cos/sin for ``apply(q, k, cos,
     sin)``), recorded with its results; None for a self-contained implementation."""
     override = backend.overrides.get(function)
-    return getattr(override, "posenc_supplies", None) if override is not None else None
+    supplied = getattr(override, "posenc_supplies", None) if override is not None else None
+    return supplied() if callable(supplied) else supplied  # a note that varies per call
 
 
 def posenc_explains(backend: Backend, function: str) -> dict[str, str]:

@@ -124,7 +124,10 @@ def relative_invariance(ctx: Context) -> None:
     def check(seed: int, shift: int) -> None:
         rng = np.random.default_rng(seed)
         q, k = ctx.normal((4, DIM), seed), ctx.normal((4, DIM), seed + 1)
-        m, n = rng.integers(lo, hi + 1, size=4), rng.integers(lo, hi + 1, size=4)
+        low = max(lo, 0) if ctx.negative_positions_refused() and hi >= 0 else lo
+        m, n = rng.integers(low, hi + 1, size=4), rng.integers(low, hi + 1, size=4)
+        if low >= 0:  # an offset that may not be negative: m + s, n + s >= 0 too
+            shift = max(shift, -int(min(m.min(), n.min())))
         qo = ctx.run({"x": np.concatenate([q, q]), "positions": np.concatenate([m, m + shift])},
                      kind="query")
         ko = ctx.run({"x": np.concatenate([k, k]), "positions": np.concatenate([n, n + shift])},
