@@ -156,7 +156,11 @@ def judge(obs: Any) -> Verdict:
     _decide(verdict, findings, obs.config.get("model_type", obs.family))
     extra = []
     if "wiring" not in verdict.checked and obs.config:
-        extra.append(f"wiring not checked: {obs.problems.get('forward') or obs.wiring}")
+        why = obs.problems.get("forward") or obs.wiring
+        if not obs.calls and obs.wiring.startswith("recorded") and ";" not in obs.wiring:
+            why = (f"the forward (prefill and decode) called no {obs.wiring[9:]}: no rope is "
+                   "applied with this config")
+        extra.append(f"wiring not checked: {why}")
     if "frequencies" not in verdict.checked and obs.config:
         extra.append("frequencies not checked: " + (
             obs.problems.get("tables") or obs.problems.get("tables[None]") or "no table"))
@@ -200,8 +204,9 @@ def inputs_hash(transformers_version: str) -> str:
     """sha256 of the sweep's code and the transformers version it ran."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    reader = Path(posenc.__file__).parent / "dialects" / "transformers.py"  # what it checks
-    for file in (*(here / name for name in (*SWEEP_MODULES, *OBSERVER_MODULES)), reader):
+    home = Path(posenc.__file__).parent  # what it checks: the reader and the layer schedules
+    readers = (home / "dialects" / "transformers.py", home / "encodings" / "layer_schedule.py")
+    for file in (*(here / name for name in (*SWEEP_MODULES, *OBSERVER_MODULES)), *readers):
         digest.update(file.name.encode())
         digest.update(file.read_bytes().replace(b"\r\n", b"\n"))
     digest.update(f"transformers {transformers_version}".encode())

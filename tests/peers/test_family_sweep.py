@@ -238,6 +238,46 @@ def test_the_representative_families_conform() -> None:
     assert any(w.startswith("layer 5 decode") for w in whats)
 
 
+# transformers' own forward decides which layers rotate (each family's attention or model
+# code, recorded per layer): rope on the sliding layers only (EXAONE 4, Lara-mini, Cohere2-MoE),
+# by layer_rope_theta (Muse Spark), by no_rope_layers (Mistral Large 4)
+NOPE_SCHEDULES = ("exaone4", "lara_mini", "muse_spark", "mistral_large4", "cohere2_moe")
+
+
+def test_nope_schedules_conform_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """posenc.layer_schedule's rules for families that leave layers unrotated: the rotated
+    layers conform, and no layer posenc reads as NoPE was rotated; posenc's reader told to
+    rotate every layer (the schedule ignored) makes the same families a gap naming the
+    unrotated layers, so the verdict comes from what each layer did."""
+    pytest.importorskip("transformers")
+    import posenc
+
+    verdicts = {v.family: v for v in family_sweep.sweep(NOPE_SCHEDULES, isolated=False)}
+    for name in NOPE_SCHEDULES:
+        verdict = verdicts[name]
+        assert verdict.verdict == "conforms", (name, verdict.reason)
+        assert "wiring" in verdict.checked, name
+        # conforms: no layer posenc reads as NoPE rotated, no layer it reads as rotated left
+        assert any(f.part == "wiring" and f.grade for f in verdict.findings), name
+    schedule = posenc.layer_rope_parameters
+
+    def inverted(config: dict) -> list:  # a port that reads the flags the wrong way round
+        layers = schedule(config)
+        rope = next(r for r in layers if r is not None)
+        return [None if r is not None else rope for r in layers]
+
+    monkeypatch.setattr(posenc, "layer_rope_parameters", inverted)
+    for name in ("exaone4", "mistral_large4"):
+        verdict = family_sweep.sweep([name], isolated=False)[0]
+        assert verdict.verdict == "diverges", name
+        assert "rotates a layer posenc reads as NoPE" in verdict.reason, name
+    monkeypatch.setattr(posenc, "layer_rope_parameters",
+                        lambda config: (_ for _ in ()).throw(posenc.ParameterError("none")))
+    for name in ("exaone4", "muse_spark"):  # no schedule: every layer read as rotated
+        verdict = family_sweep.sweep([name], isolated=False)[0]
+        assert verdict.verdict == "spec gap" and "NoPE on the" in verdict.reason, name
+
+
 # -- the page --------------------------------------------------------------------------------------
 def test_families_page_is_fresh() -> None:
     """docs/families.md records a hash of the sweep's code and the transformers version it
