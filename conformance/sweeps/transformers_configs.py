@@ -25,6 +25,7 @@ SMALL = {
     "shared_expert_intermediate_size": 32, "ffn_hidden_size": 64, "n_embd": 64, "n_head": 4,
     "n_inner": 64, "d_model": 64, "d_ff": 64, "d_kv": 16, "num_heads": 4,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "num_experts_per_token": 2,
     "n_shared_experts": 1, "n_group": 1, "topk_group": 1, "kv_lora_rank": 16,
     "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "global_head_dim": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
@@ -98,6 +99,16 @@ def _text_part(config_cls: type) -> type:
         if isinstance(cls, type) and issubclass(cls, PreTrainedConfig):
             return cls
     return config_cls
+
+
+def text_config_class(module: Any) -> type:
+    """The family's text config class, where no rotary module names one."""
+    classes = config_classes(module)
+    pool = [c for c in classes if "Text" in c.__name__] or [
+        c for c in classes if not OTHER_MODALITY.search(c.__name__)] or classes
+    if not pool:
+        raise LookupError(f"no config class beside {module.__name__}")
+    return _text_part(min(pool, key=lambda c: len(c.__name__)))
 
 
 def choose_config_class(rotary_cls: type, module: Any) -> type:
@@ -183,6 +194,16 @@ def _per_layer_lists(attempt: dict[str, Any], values: dict[str, Any]) -> dict[st
     return {**attempt, **lists}
 
 
+def _divisible(attempt: dict[str, Any], values: dict[str, Any],
+               exc: Exception) -> dict[str, Any] | None:
+    """``a (x) must be divisible by b (y)``: a made the smallest multiple of y it can be."""
+    found = re.search(r"(\w+)`? \((\d+)\) must be divisible by `?(\w+)`? \((\d+)\)", str(exc))
+    if found is None:
+        return None
+    key, value, divisor = found[1], int(found[2]), int(found[4])
+    return {**attempt, key: divisor * max(1, value // divisor)}
+
+
 def _named_default(attempt: dict[str, Any], exc: Exception) -> dict[str, Any]:
     """Back to the default for the shrunk size the config class names as unsupported."""
     named = set(re.findall(r"`(\w+)=", str(exc)))
@@ -194,6 +215,9 @@ _REPAIRS: tuple[tuple[str, Any], ...] = (
     ("Mamba head state do not match", _mamba_heads),
     ("condition_dim", _condition_dim),
     ("must be equal to the number of `layer_types`", _per_layer_lists),
+    # GLM-5 Next: its attention is NoPE, the rope slice 0 wide by design
+    ("Expecting NoPE", lambda attempt, values: {k: v for k, v in attempt.items()
+                                                if k != "qk_rope_head_dim"}),
 )
 
 
@@ -205,7 +229,7 @@ def _repaired(attempt: dict[str, Any], values: dict[str, Any],
             return repair(attempt, values)
     if "supports" in str(exc) and (fixed := _named_default(attempt, exc)) != attempt:
         return fixed
-    return None
+    return _divisible(attempt, values, exc)
 
 
 def tiny_config(config_cls: type) -> Any:

@@ -44,12 +44,25 @@ def test_an_unsupported_size_goes_back_to_its_default() -> None:
     assert fixed["hidden_size"] == 64
 
 
+def test_a_size_that_must_divide_becomes_a_multiple() -> None:
+    fixed = configs._repaired({**SHRUNK, "index_topk": 4}, VALUES, ValueError(
+        "index_topk (4) must be divisible by index_kpool (16)."))
+    assert fixed is not None and fixed["index_topk"] == 16
+
+
+def test_a_nope_attention_keeps_its_zero_rope_slice() -> None:
+    fixed = configs._repaired({**SHRUNK, "qk_rope_head_dim": 8}, VALUES, ValueError(
+        "Expecting NoPE for the DSA attention layers, but got 8 as RoPE dim."))
+    assert fixed is not None and "qk_rope_head_dim" not in fixed
+
+
 def test_other_errors_are_not_repaired() -> None:
     assert configs._repaired(SHRUNK, VALUES, ValueError("head_dim must be even")) is None
     assert configs._repaired(SHRUNK, VALUES, ValueError("supports nothing named")) is None
 
 
-@pytest.mark.parametrize("model_type", ["bamba", "falcon_h1", "zamba2", "zaya", "pocket_tts"])
+@pytest.mark.parametrize("model_type", ["bamba", "falcon_h1", "zamba2", "zaya", "pocket_tts",
+                                        "kimi_linear"])
 def test_the_families_that_rejected_their_shrunk_config_now_build(model_type: str) -> None:
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING

@@ -278,6 +278,33 @@ def test_nope_schedules_conform_layer_by_layer(monkeypatch: pytest.MonkeyPatch) 
         assert verdict.verdict == "spec gap" and "NoPE on the" in verdict.reason, name
 
 
+UNROTATED = {"config_class": "SyntheticConfig", "layers": 2, "rotary_calls": 0,
+             "apply_calls": 0, "wiring": "recorded apply_rotary_pos_emb"}
+
+
+@pytest.mark.parametrize(("seen", "verdict"), [
+    ({}, "no rope"),
+    ({"rotary_calls": 1}, "not checkable"),  # a rotary module ran: not "no rope"
+    ({"apply_calls": 2}, "not checkable"),  # apply_rotary* ran
+    ({"wiring": "recorded apply_rotary_pos_emb; no KV cache returned"}, "not checkable"),
+    ({"layers": 0}, "not checkable"),
+])
+def test_no_rope_only_when_the_text_model_ran_and_nothing_rotated(seen: dict,
+                                                                   verdict: str) -> None:
+    from posenc.conformance.sweeps.transformers_families import Observation
+
+    obs = Observation("synthetic", unrotated={**UNROTATED, **seen})
+    assert family_sweep.judge(obs).verdict == verdict
+
+
+def test_kimi_linear_applies_no_rope() -> None:
+    """Kimi Linear's MLA carries a qk_rope_head_dim slice and no rotary class: its text
+    model, run, rotates nothing (the model card: NoPE in its MLA layers)."""
+    pytest.importorskip("transformers")
+    verdict = family_sweep.sweep(["kimi_linear"], isolated=False)[0]
+    assert verdict.verdict == "no rope", verdict.reason
+
+
 # -- the page --------------------------------------------------------------------------------------
 def test_families_page_is_fresh() -> None:
     """docs/families.md records a hash of the sweep's code and the transformers version it
@@ -303,7 +330,7 @@ def test_the_page_covers_150_families_with_a_verdict_each() -> None:
     cells = [re.split(r"(?<!\\)\|", row) for row in rows]  # "\|" is a pipe inside a cell
     verdicts = [c[2].strip() for c in cells]
     assert len(rows) >= 150
-    assert set(verdicts) <= {"conforms", "diverges", "not checkable", "spec gap"}
+    assert set(verdicts) <= {"conforms", "diverges", "not checkable", "spec gap", "no rope"}
     for c in cells:
         if c[2].strip() != "conforms":
             assert c[7].strip(), c  # every divergence, gap and uncheckable family says why
