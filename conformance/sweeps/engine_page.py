@@ -78,6 +78,8 @@ def cell(row: dict[str, Any] | None, engine: str) -> str:
         return "not supported"
     if verdict == "spec gap":
         return f"spec gap: {_short(reason)}"
+    if verdict == "no rope":  # the model, run, rotated nothing (the transformers sweep)
+        return "no rope"
     return f"not checkable: {_short(reason)}"
 
 

@@ -25,6 +25,7 @@ SMALL = {
     "shared_expert_intermediate_size": 32, "ffn_hidden_size": 64, "n_embd": 64, "n_head": 4,
     "n_inner": 64, "d_model": 64, "d_ff": 64, "d_kv": 16, "num_heads": 4,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "num_experts_per_token": 2,
     "n_shared_experts": 1, "n_group": 1, "topk_group": 1, "kv_lora_rank": 16,
     "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "global_head_dim": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
@@ -100,6 +101,16 @@ def _text_part(config_cls: type) -> type:
     return config_cls
 
 
+def text_config_class(module: Any) -> type:
+    """The family's text config class, where no rotary module names one."""
+    classes = config_classes(module)
+    pool = [c for c in classes if "Text" in c.__name__] or [
+        c for c in classes if not OTHER_MODALITY.search(c.__name__)] or classes
+    if not pool:
+        raise LookupError(f"no config class beside {module.__name__}")
+    return _text_part(min(pool, key=lambda c: len(c.__name__)))
+
+
 def choose_config_class(rotary_cls: type, module: Any) -> type:
     annotated = annotated_config(rotary_cls, module)
     classes = config_classes(module)
@@ -153,6 +164,72 @@ def _partial_factor(values: dict[str, Any]) -> float | None:
                        if isinstance(v, dict)]
     found = [float(c) for c in candidates if isinstance(c, (int, float))]
     return min(found) if found else None
+
+
+def _mamba_heads(attempt: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Mamba heads that tile the mamba width (mamba_d_ssm, else mamba_expand × hidden_size)."""
+    expand = attempt.get("mamba_expand", values.get("mamba_expand") or 2)
+    width = expand * attempt.get("hidden_size", values.get("hidden_size"))
+    heads = attempt.get("mamba_n_heads", values.get("mamba_n_heads") or 4)
+    fixed = {**attempt, "mamba_d_head": width // heads}
+    if "mamba_d_ssm" in values:  # Falcon-H1: an explicit width would override the product
+        fixed["mamba_d_ssm"] = None
+    return fixed
+
+
+def _condition_dim(attempt: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A flow head conditioned on the backbone's (shrunk) hidden size."""
+    head = dict(values.get("flow_head_config") or {})
+    head["condition_dim"] = attempt.get("hidden_size", values.get("hidden_size"))
+    return {**attempt, "flow_head_config": head}
+
+
+def _per_layer_lists(attempt: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Every per-layer list of the default config (one entry per default layer) cut to the
+    shrunk depth."""
+    depth = values.get("num_hidden_layers")
+    n = attempt.get("num_hidden_layers")
+    lists = {k: list(v)[:n] for k, v in values.items()
+             if isinstance(v, list) and depth and len(v) == depth and k not in attempt}
+    return {**attempt, **lists}
+
+
+def _divisible(attempt: dict[str, Any], values: dict[str, Any],
+               exc: Exception) -> dict[str, Any] | None:
+    """``a (x) must be divisible by b (y)``: a made the smallest multiple of y it can be."""
+    found = re.search(r"(\w+)`? \((\d+)\) must be divisible by `?(\w+)`? \((\d+)\)", str(exc))
+    if found is None:
+        return None
+    key, value, divisor = found[1], int(found[2]), int(found[4])
+    return {**attempt, key: divisor * max(1, value // divisor)}
+
+
+def _named_default(attempt: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    """Back to the default for the shrunk size the config class names as unsupported."""
+    named = set(re.findall(r"`(\w+)=", str(exc)))
+    return {k: v for k, v in attempt.items() if k not in named}
+
+
+# a config class's validation message -> the consistent sizes that answer it
+_REPAIRS: tuple[tuple[str, Any], ...] = (
+    ("Mamba head state do not match", _mamba_heads),
+    ("condition_dim", _condition_dim),
+    ("must be equal to the number of `layer_types`", _per_layer_lists),
+    # GLM-5 Next: its attention is NoPE, the rope slice 0 wide by design
+    ("Expecting NoPE", lambda attempt, values: {k: v for k, v in attempt.items()
+                                                if k != "qk_rope_head_dim"}),
+)
+
+
+def _repaired(attempt: dict[str, Any], values: dict[str, Any],
+              exc: Exception) -> dict[str, Any] | None:
+    """The attempt with the sizes the validation error asks for made consistent, or None."""
+    for message, repair in _REPAIRS:
+        if message in str(exc):
+            return repair(attempt, values)
+    if "supports" in str(exc) and (fixed := _named_default(attempt, exc)) != attempt:
+        return fixed
+    return _divisible(attempt, values, exc)
 
 
 def tiny_config(config_cls: type) -> Any:
@@ -217,11 +294,17 @@ def tiny_config(config_cls: type) -> Any:
                                                                  "attention_chunk_size")},
                 {**small, "num_key_value_heads": small.get("num_attention_heads", 4)}]
     error: Exception | None = None
-    for attempt in attempts:
+    repairs = 0
+    while attempts:
+        attempt = attempts.pop(0)
         try:
             config = config_cls(**attempt)
         except Exception as exc:  # a config class rejecting the sizes
             error = exc
+            fixed = _repaired(attempt, values, exc)
+            if fixed is not None and fixed != attempt and repairs < 6:
+                repairs += 1
+                attempts.insert(0, fixed)
             continue
         with contextlib.suppress(Exception):
             config._attn_implementation = "eager"
@@ -241,4 +324,9 @@ def config_dict(config: Any) -> dict[str, Any]:
                 value = getattr(config, key)
                 if isinstance(value, int):
                     values[key] = value
+    # head_dim under the config's own name (Zamba's attention_head_dim), the width its
+    # rotary module reads through the attribute map
+    mapped = getattr(config, "attribute_map", {}).get("head_dim")
+    if "head_dim" not in values and isinstance(values.get(mapped), int):
+        values["head_dim"] = values[mapped]
     return values

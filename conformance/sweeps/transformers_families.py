@@ -37,6 +37,7 @@ from .transformers_configs import (
     choose_config_class,
     config_dict,
     pick_rotary,
+    text_config_class,
     tiny_config,
 )
 from .transformers_observation import TIMEOUT, Family, Observation, last_frame, run_forked, to_numpy
@@ -71,17 +72,22 @@ def discover(names: list[str] | None = None) -> list[Family]:
     for folder in sorted(transformers_root().iterdir()):
         if not folder.is_dir() or (names and folder.name not in names):
             continue
-        rotary, biases = [], []
+        rotary, biases, sliced = [], [], ""
         for source in sorted(folder.glob("modeling_*.py")):
             text = source.read_text(encoding="utf-8")
             module = f"transformers.models.{folder.name}.{source.stem}"
             rotary += [(module, c) for c in ROTARY_CLASS.findall(text)]
+            if "qk_rope_head_dim" in text:
+                sliced = sliced or module
             if ALIBI.search(text):
                 biases.append((module, "alibi"))
             if T5_BUCKET.search(text) or re.search(r"relative_attention_bias\b", text):
                 biases.append((module, "t5"))
-        if rotary or biases:
-            families.append(Family(folder.name, tuple(rotary), tuple(biases)))
+        text_rotary = [c for _, c in rotary if not OTHER_MODALITY.search(
+            c.replace("RotaryEmbedding", ""))]
+        sliced = "" if text_rotary else sliced
+        if rotary or biases or sliced:
+            families.append(Family(folder.name, tuple(rotary), tuple(biases), sliced))
     return families
 
 
@@ -233,7 +239,30 @@ def _recording(module: Any, calls: list[dict[str, Any]], state: dict[str, Any]) 
             setattr(module, name, fn)
 
 
-def observe_forward(module: Any, config: Any, obs: Observation) -> None:
+def _count_rotary_calls(model: Any, obs: Observation) -> list[Any]:
+    """Forward hooks counting the calls of the model's text rotary modules."""
+    def count(*_: Any) -> None:
+        obs.rotary_calls += 1
+
+    return [m.register_forward_hook(count) for m in model.modules()
+            if "Rotary" in type(m).__name__
+            and not OTHER_MODALITY.search(type(m).__name__.replace("RotaryEmbedding", ""))]
+
+
+def observe_unrotated(family: Family, obs: Observation) -> None:
+    """A rope_slice family's text model run as the rotated ones are: what it rotates."""
+    module = importlib.import_module(family.rope_slice)
+    config = tiny_config(text_config_class(module))
+    text = Observation(family.name)
+    observe_forward(module, config, text, bare=True)
+    obs.unrotated = {"config_class": type(config).__name__, "layers": text.layers,
+                     "rotary_calls": text.rotary_calls, "apply_calls": len(text.calls),
+                     "wiring": text.wiring,
+                     "qk_rope_head_dim": getattr(config, "qk_rope_head_dim", None)}
+
+
+def observe_forward(module: Any, config: Any, obs: Observation, *, bare: bool = False) -> None:
+    """``bare``: run the forward even where the module has no apply_rotary* to record."""
     import torch
 
     cls = _model_class(module, config)
@@ -247,7 +276,7 @@ def observe_forward(module: Any, config: Any, obs: Observation) -> None:
     obs.layers = n
     state: dict[str, Any] = {}
     layers = _layer_list(model, n)
-    hooks = []
+    hooks = _count_rotary_calls(model, obs)
     if layers is not None:
         for i, layer in enumerate(layers):
             hooks.append(layer.register_forward_pre_hook(
@@ -259,7 +288,7 @@ def observe_forward(module: Any, config: Any, obs: Observation) -> None:
     positions = torch.tensor(PREFILL_POSITIONS)
     try:
         with _recording(module, obs.calls, state) as names, torch.no_grad():
-            if not names:
+            if not names and not bare:
                 obs.wiring = f"{module.__name__} has no apply_rotary* function to record"
                 return
             state["phase"] = "prefill"
@@ -277,7 +306,7 @@ def observe_forward(module: Any, config: Any, obs: Observation) -> None:
                                                                              dtype=mask.dtype)],
                                                            1),
                   position_ids=torch.tensor(DECODE_POSITIONS), use_cache=True, **{key: past})
-            obs.wiring = f"recorded {', '.join(names)}"
+            obs.wiring = f"recorded {', '.join(names) or 'no apply_rotary*: the module has none'}"
     finally:
         for hook in hooks:
             hook.remove()
@@ -315,6 +344,11 @@ def observe(family: Family) -> Observation:
                 observe_forward(module, config, obs)
             except Exception as exc:
                 obs.problems["forward"] = last_frame(exc)
+    if family.rope_slice and "vocab_size" not in obs.config:
+        try:
+            observe_unrotated(family, obs)
+        except Exception as exc:
+            obs.problems["text model"] = last_frame(exc)
     for module_name, kind in family.biases:
         try:
             module = importlib.import_module(module_name)

@@ -22,6 +22,9 @@ class Family:
     name: str
     rotary: tuple[tuple[str, str], ...] = ()  # (module, class)
     biases: tuple[tuple[str, str], ...] = ()  # (module, "alibi" | "t5")
+    # a modeling module with an MLA rope slice (qk_rope_head_dim) and no text rotary class:
+    # its text model is run to see whether anything rotates (Kimi Linear, GLM-5 Next)
+    rope_slice: str = ""
 
 
 @dataclass
@@ -36,6 +39,8 @@ class Observation:
     wiring: str = ""  # how the calls were captured, or why they were not
     biases: list[dict[str, Any]] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)  # part -> the exception, last frame
+    rotary_calls: int = 0  # calls of the text model's rotary modules during the forward
+    unrotated: dict[str, Any] = field(default_factory=dict)  # a rope_slice family's text run
 
 
 def last_frame(exc: BaseException) -> str:

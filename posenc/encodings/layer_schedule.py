@@ -49,7 +49,8 @@ def _text_config(config: Any) -> Mapping[str, Any]:
     return config
 
 
-def _layer_types(config: Mapping[str, Any], n: int) -> list[str] | None:
+def _layer_types(config: Mapping[str, Any], n: int,
+                 known: tuple[str, ...] = _LAYER_TYPES) -> list[str] | None:
     types = config.get("layer_types")
     if not types:
         return None
@@ -57,9 +58,9 @@ def _layer_types(config: Mapping[str, Any], n: int) -> list[str] | None:
         raise ParameterError(f"config['layer_types']={types!r} must list one type per layer "
                              f"(num_hidden_layers={n})")
     for i, t in enumerate(types):
-        if t not in _LAYER_TYPES:
+        if t not in known:
             raise ParameterError(f"config['layer_types'][{i}]={t!r} is not one of "
-                                 f"{list(_LAYER_TYPES)}")
+                                 f"{list(known)}")
     return list(types)
 
 
@@ -101,7 +102,7 @@ def _flat_rope(config: Mapping[str, Any]) -> dict[str, Any]:
     """One rope dict for every rotary layer (PreTrainedConfig.convert_rope_params_to_dict):
     rope_scaling, else rope_parameters, rope_theta beside them, else the model's default."""
     key = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
-    theta = config.get("rope_theta", _DEFAULT_THETA[config["model_type"]])
+    theta = config.get("rope_theta", _DEFAULT_THETA.get(config["model_type"]))
     return _rope_dict(key, config.get(key) or {}, theta)
 
 
@@ -159,6 +160,70 @@ def _cohere2(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | N
             for t in types]
 
 
+def _typed(config: Mapping[str, Any], n: int) -> list[str]:
+    """The config's layer_types, which these families' config classes always write (Lara-mini's
+    linear_attention layers among them: no rope)."""
+    types = _layer_types(config, n, (*_LAYER_TYPES, "linear_attention"))
+    if types is None:
+        raise ParameterError(f"config has no 'layer_types': the {config['model_type']} schedule "
+                             "needs them (one per layer)")
+    return types
+
+
+def _sliding_only(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
+    """Rope on the sliding layers only, from layer_types (AFMoE, Lara-mini: the model hands
+    position embeddings to sliding layers only; Flint: only while sliding_window is set)."""
+    types = _typed(config, n)
+    windowed = config["model_type"] != "flint" or config.get("sliding_window") is not None
+    rope = _flat_rope(config)
+    return [(rope if t == "sliding_attention" and windowed else None, t == "sliding_attention")
+            for t in types]
+
+
+def _exaone4(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
+    """EXAONE 4 (and EXAONE-MoE, Kolibri1): rope on the sliding layers, or on every layer when
+    the config has no sliding_window (Exaone4Attention)."""
+    types = _typed(config, n)
+    everywhere = config.get("sliding_window") is None
+    rope = _flat_rope(config)
+    return [(rope if everywhere or t == "sliding_attention" else None, t == "sliding_attention")
+            for t in types]
+
+
+def _cohere2_moe(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
+    """Cohere2-MoE: rope on the sliding layers, and on the dense-MLP layers too when
+    prefix_dense_sliding_window_pattern is 1 (Cohere2MoeAttention.force_rope)."""
+    types = _typed(config, n)
+    mlp = config.get("mlp_layer_types") or []
+    forced = config.get("prefix_dense_sliding_window_pattern", 1) == 1
+    rope = _flat_rope(config)
+    return [(rope if t == "sliding_attention" or (forced and i < len(mlp) and mlp[i] == "dense")
+             else None, t == "sliding_attention") for i, t in enumerate(types)]
+
+
+def _muse(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
+    """Muse Glimmer / Spark text: layer_rope_theta per layer, 0 for a NoPE layer (the model
+    passes no position embeddings there); absent, every 4th layer from the last is NoPE."""
+    rope = _flat_rope(config)
+    thetas = config.get("layer_rope_theta")
+    if thetas is None:
+        thetas = [0 if (n - 1 - i) % 4 == 0 else rope["rope_theta"] for i in range(n)]
+    if not isinstance(thetas, Sequence) or isinstance(thetas, str) or len(thetas) != n:
+        raise ParameterError(f"config['layer_rope_theta']={thetas!r} must list one theta per "
+                             f"layer (num_hidden_layers={n})")
+    types = _layer_types(config, n) or ["full_attention"] * n
+    return [(_rope_dict(f"layer_rope_theta[{i}]", {**rope, "rope_theta": th}, th) if th else None,
+             t == "sliding_attention") for i, (th, t) in enumerate(zip(thetas, types, strict=True))]
+
+
+def _mistral_large4(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | None, bool]]:
+    """Mistral Large 4 text: no_rope_layers flags (1 means rope, SmolLM3's convention), every
+    4th layer NoPE when absent; its layer types (indexed_attention) are not sliding."""
+    flags = _flags(config, n, empty_is_default=False)
+    rope = _flat_rope(config)
+    return [(rope if f else None, False) for f in flags]
+
+
 def _flags(config: Mapping[str, Any], n: int, *, empty_is_default: bool) -> list[int]:
     """no_rope_layers, where 1 means the layer HAS rope (despite the name); absent, every
     no_rope_layer_interval-th layer is NoPE."""
@@ -201,7 +266,10 @@ def _llama4(config: Mapping[str, Any], n: int) -> list[tuple[dict[str, Any] | No
 
 
 _RULES = {"gemma3_text": _gemma3, "gemma4_text": _gemma4, "cohere2": _cohere2, "smollm3": _smollm3,
-          "llama4_text": _llama4}
+          "llama4_text": _llama4, "afmoe": _sliding_only, "flint": _sliding_only,
+          "lara_mini": _sliding_only, "exaone4": _exaone4, "exaone_moe": _exaone4,
+          "kolibri1": _exaone4, "cohere2_moe": _cohere2_moe, "muse_glimmer_text": _muse,
+          "muse_spark_text": _muse, "mistral_large4_text": _mistral_large4}
 
 
 def _layers(config: Any) -> list[tuple[dict[str, Any] | None, bool]]:

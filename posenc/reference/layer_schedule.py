@@ -95,8 +95,54 @@ def _llama4(config, n):
     return [(rope if flags[i] else None, types[i] != "full_attention") for i in range(n)]
 
 
+def _rope_when(config, predicate):
+    """The flat rope on each layer i whose layer type t satisfies predicate(i, t)."""
+    rope = _flat_rope(config, None)
+    return [(rope if predicate(i, t) else None, t == "sliding_attention")
+            for i, t in enumerate(config["layer_types"])]
+
+
+def _afmoe(config, n):  # also Lara-mini: position embeddings reach sliding layers only
+    return _rope_when(config, lambda i, t: t == "sliding_attention")
+
+
+def _flint(config, n):  # FlintAttention rotates while its sliding_window is not None
+    window = config.get("sliding_window")
+    return _rope_when(config, lambda i, t: t == "sliding_attention" and window is not None)
+
+
+def _exaone4(config, n):  # Exaone4Attention: sliding_window None or a sliding layer
+    window = config.get("sliding_window")
+    return _rope_when(config, lambda i, t: window is None or t == "sliding_attention")
+
+
+def _cohere2_moe(config, n):  # sliding, or force_rope on dense layers with pattern 1
+    force = config.get("prefix_dense_sliding_window_pattern", 1) == 1
+    mlp = config["mlp_layer_types"]
+    return _rope_when(config, lambda i, t: t == "sliding_attention" or (
+        force and mlp[i] == "dense"))
+
+
+def _muse(config, n):  # layer_rope_theta[i] == 0: the model passes no position embeddings
+    base = _flat_rope(config, None)
+    thetas = config.get("layer_rope_theta") or [
+        0 if (n - 1 - i) % 4 == 0 else base["rope_theta"] for i in range(n)]
+    types = config.get("layer_types") or ["full_attention"] * n
+    return [(dict(base, rope_theta=thetas[i]) if thetas[i] else None,
+             types[i] == "sliding_attention") for i in range(n)]
+
+
+def _mistral_large4(config, n):  # SmolLM3's no_rope_layers (1: rope); indexed attention
+    flags = _no_rope_flags(config, n, empty_means_default=False)
+    rope = _flat_rope(config, None)
+    return [(rope if flags[i] else None, False) for i in range(n)]
+
+
 RULES = {"gemma3_text": _gemma3, "gemma4_text": _gemma4, "cohere2": _cohere2, "smollm3": _smollm3,
-         "llama4_text": _llama4}
+         "llama4_text": _llama4, "afmoe": _afmoe, "lara_mini": _afmoe, "flint": _flint,
+         "exaone4": _exaone4, "exaone_moe": _exaone4, "kolibri1": _exaone4,
+         "cohere2_moe": _cohere2_moe, "muse_glimmer_text": _muse, "muse_spark_text": _muse,
+         "mistral_large4_text": _mistral_large4}
 
 
 def layer_schedule(*, config):

@@ -238,6 +238,73 @@ def test_the_representative_families_conform() -> None:
     assert any(w.startswith("layer 5 decode") for w in whats)
 
 
+# transformers' own forward decides which layers rotate (each family's attention or model
+# code, recorded per layer): rope on the sliding layers only (EXAONE 4, Lara-mini, Cohere2-MoE),
+# by layer_rope_theta (Muse Spark), by no_rope_layers (Mistral Large 4)
+NOPE_SCHEDULES = ("exaone4", "lara_mini", "muse_spark", "mistral_large4", "cohere2_moe")
+
+
+def test_nope_schedules_conform_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """posenc.layer_schedule's rules for families that leave layers unrotated: the rotated
+    layers conform, and no layer posenc reads as NoPE was rotated; posenc's reader told to
+    rotate every layer (the schedule ignored) makes the same families a gap naming the
+    unrotated layers, so the verdict comes from what each layer did."""
+    pytest.importorskip("transformers")
+    import posenc
+
+    verdicts = {v.family: v for v in family_sweep.sweep(NOPE_SCHEDULES, isolated=False)}
+    for name in NOPE_SCHEDULES:
+        verdict = verdicts[name]
+        assert verdict.verdict == "conforms", (name, verdict.reason)
+        assert "wiring" in verdict.checked, name
+        # conforms: no layer posenc reads as NoPE rotated, no layer it reads as rotated left
+        assert any(f.part == "wiring" and f.grade for f in verdict.findings), name
+    schedule = posenc.layer_rope_parameters
+
+    def inverted(config: dict) -> list:  # a port that reads the flags the wrong way round
+        layers = schedule(config)
+        rope = next(r for r in layers if r is not None)
+        return [None if r is not None else rope for r in layers]
+
+    monkeypatch.setattr(posenc, "layer_rope_parameters", inverted)
+    for name in ("exaone4", "mistral_large4"):
+        verdict = family_sweep.sweep([name], isolated=False)[0]
+        assert verdict.verdict == "diverges", name
+        assert "rotates a layer posenc reads as NoPE" in verdict.reason, name
+    monkeypatch.setattr(posenc, "layer_rope_parameters",
+                        lambda config: (_ for _ in ()).throw(posenc.ParameterError("none")))
+    for name in ("exaone4", "muse_spark"):  # no schedule: every layer read as rotated
+        verdict = family_sweep.sweep([name], isolated=False)[0]
+        assert verdict.verdict == "spec gap" and "NoPE on the" in verdict.reason, name
+
+
+UNROTATED = {"config_class": "SyntheticConfig", "layers": 2, "rotary_calls": 0,
+             "apply_calls": 0, "wiring": "recorded apply_rotary_pos_emb"}
+
+
+@pytest.mark.parametrize(("seen", "verdict"), [
+    ({}, "no rope"),
+    ({"rotary_calls": 1}, "not checkable"),  # a rotary module ran: not "no rope"
+    ({"apply_calls": 2}, "not checkable"),  # apply_rotary* ran
+    ({"wiring": "recorded apply_rotary_pos_emb; no KV cache returned"}, "not checkable"),
+    ({"layers": 0}, "not checkable"),
+])
+def test_no_rope_only_when_the_text_model_ran_and_nothing_rotated(seen: dict,
+                                                                   verdict: str) -> None:
+    from posenc.conformance.sweeps.transformers_families import Observation
+
+    obs = Observation("synthetic", unrotated={**UNROTATED, **seen})
+    assert family_sweep.judge(obs).verdict == verdict
+
+
+def test_kimi_linear_applies_no_rope() -> None:
+    """Kimi Linear's MLA carries a qk_rope_head_dim slice and no rotary class: its text
+    model, run, rotates nothing (the model card: NoPE in its MLA layers)."""
+    pytest.importorskip("transformers")
+    verdict = family_sweep.sweep(["kimi_linear"], isolated=False)[0]
+    assert verdict.verdict == "no rope", verdict.reason
+
+
 # -- the page --------------------------------------------------------------------------------------
 def test_families_page_is_fresh() -> None:
     """docs/families.md records a hash of the sweep's code and the transformers version it
@@ -263,7 +330,7 @@ def test_the_page_covers_150_families_with_a_verdict_each() -> None:
     cells = [re.split(r"(?<!\\)\|", row) for row in rows]  # "\|" is a pipe inside a cell
     verdicts = [c[2].strip() for c in cells]
     assert len(rows) >= 150
-    assert set(verdicts) <= {"conforms", "diverges", "not checkable", "spec gap"}
+    assert set(verdicts) <= {"conforms", "diverges", "not checkable", "spec gap", "no rope"}
     for c in cells:
         if c[2].strip() != "conforms":
             assert c[7].strip(), c  # every divergence, gap and uncheckable family says why
