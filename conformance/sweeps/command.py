@@ -82,8 +82,16 @@ def _run_engine(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return 2
     start = time.perf_counter()
-    rows = module.sweep(observer.discover(args.family), truth(args.truth),
-                        lambda name: print(f"sweeping {name} ...", file=sys.stderr, flush=True))
+    try:
+        rows = module.sweep(observer.discover(args.family), truth(args.truth),
+                            lambda name: print(f"sweeping {name} ...", file=sys.stderr,
+                                               flush=True))
+    except ImportError as exc:  # the engine is not in this environment
+        print(f"posenc: error: posenc sweep {args.library} runs {args.library}'s own code, and "
+              f"this environment lacks it ({exc}); build its environment with `nox -s "
+              f"sweep-{args.library}` (requirements: peers/sweeps/{args.library}.txt)",
+              file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - start
     for row in rows:
         print(f"{row.family:32s} {row.verdict:14s} {row.profile or '':13s} "

@@ -9,6 +9,7 @@ each engine bug of docs/known-issues.md with an independent float64 computation.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -282,9 +283,13 @@ def test_the_page_meets_the_coverage_it_claims() -> None:
             assert row["adjudication"], row  # every divergence is settled
 
 
-def test_engines_not_built_yet_say_so() -> None:
-    done = run_cli("sweep", "vllm")
-    assert done.returncode == 2 and "not built yet" in done.stderr
+def test_an_engine_sweep_without_its_engine_names_the_environment() -> None:
+    pytest.importorskip("transformers")
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    done = run_cli("sweep", "vllm", "--family", "llama")
+    assert done.returncode == 2, done.stderr
+    assert "nox -s sweep-vllm" in done.stderr and "peers/sweeps/vllm.txt" in done.stderr
 
 
 # -- the engine bugs, held in float64 where mlx-lm is installed ---------------------------------
