@@ -1,6 +1,6 @@
 """The ``posenc sweep`` command: ``posenc sweep transformers`` (the transformers sweep),
-``posenc sweep mlx-lm`` and ``posenc sweep llama.cpp`` (engine sweeps, in the engine's own environment: ``nox -s
-sweeps``) and ``posenc sweep --from-reports DIR`` (the merged page, docs/engines.md)."""
+``posenc sweep mlx-lm`` and ``posenc sweep llama.cpp`` (engine sweeps, each in the engine's own
+environment: ``nox -s sweeps``) and ``posenc sweep --from-reports DIR`` (the merged page, docs/engines.md)."""
 
 from __future__ import annotations
 

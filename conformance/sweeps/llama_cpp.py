@@ -80,8 +80,9 @@ def _metadata(arch: str, model_cls: Any, config: dict[str, Any], folder: Path
               ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The converter's metadata step written as a GGUF and read back: (key -> value, rope
     tensors)."""
-    import gguf
     import json
+
+    import gguf
 
     from .mlx_lm_observer import hub_config
 
@@ -125,7 +126,7 @@ def _q_rows(model: Any) -> list[int] | None:
         return None
     for name, tensor in out:
         if "attn_q" in name and tuple(tensor.shape) == tuple(data.shape):
-            rows = [int(round(float(v))) for v in tensor[:head, 0]]
+            rows = [round(float(v)) for v in tensor[:head, 0]]
             return rows if sorted(rows) == list(range(head)) else None
     return None
 
@@ -177,12 +178,12 @@ def _apply(mode: str | None, params: dict[str, Any], tensors: dict[str, np.ndarr
 def observe(family: Any) -> dict[str, Any]:
     """What llama.cpp would rotate for the family (run in a forked process), in the form
     :func:`.mlx_lm.judge` reads."""
+    import logging
+
     from posenc.conformance.sweeps.transformers_families import table_positions
 
     from .mlx_lm import _Attributes
     from .mlx_lm_observer import tiny
-
-    import logging
 
     logging.disable(logging.WARNING)  # the converter's and gguf's notes on a tiny config
     _, config, why = tiny(family)
