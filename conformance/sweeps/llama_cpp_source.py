@@ -57,10 +57,11 @@ def rope_types(source: str) -> dict[str, tuple[str, str]]:
         pending.append(match.group(1))
         end = cases[i + 1].start() if i + 1 < len(cases) else len(body)
         text = body[match.end():end]
+        if "GGML_ABORT" in text:  # LLM_ARCH_UNKNOWN: no rope type
+            pending = []
+            continue
         kinds = _TYPE.findall(text)
         if not kinds:
-            if "GGML_ABORT" in text:
-                pending = []
             continue
         conditional = re.search(r"use_mrope\(\)\s*\?\s*LLAMA_ROPE_TYPE_(\w+)\s*:\s*"
                                 r"LLAMA_ROPE_TYPE_(\w+)", text)
