@@ -50,7 +50,13 @@ VENDOR = Path("/work/envs/src/llama_cpp_python-0.3.36/vendor/llama.cpp")
 PREFILL = 8
 # divergences settled in float64: (family, diagnosis substring) -> adjudication
 # (tests/peers/test_engine_sweeps.py holds each with an independent float64 computation)
-ADJUDICATED: dict[tuple[str, str], str] = {}
+ADJUDICATED = {
+    ("gpt_oss", "truncate: false is not read"): (
+        "llama.cpp bug: ggml_rope_yarn_corr_dims always floors and ceils YaRN's correction "
+        "range and the GGUF has no key for gpt-oss's truncate: false, which transformers and "
+        "OpenAI's reference honour (known-issues.md#llamacpp-ggml-yarn-ignores-truncate-false-"
+        "gpt-oss)"),
+}
 
 
 def vendor() -> Path:
@@ -257,6 +263,10 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
     """The verdicts on ``families``, each observed in a forked process."""
     import ggml  # noqa: F401  (imported once, before the forks)
     import transformers  # noqa: F401
+
+    if str(vendor()) not in sys.path:
+        sys.path.insert(0, str(vendor()))
+    importlib.import_module("conversion").load_all_models()
 
     rows = []
     for family in families:

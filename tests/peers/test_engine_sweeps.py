@@ -241,6 +241,14 @@ def test_the_page_meets_the_coverage_it_claims() -> None:
             assert row["adjudication"], row  # every divergence is settled
 
 
+def test_the_llama_cpp_column_meets_its_coverage() -> None:
+    rows = engine_page.read_reports(ROOT / "docs" / engine_page.EVIDENCE)["llama.cpp"]["families"]
+    assert len([r for r in rows if r["verdict"] in ("conforms", "diverges")]) >= 50
+    for row in rows:
+        if row["verdict"] == "diverges":
+            assert row["adjudication"], row  # every divergence is settled
+
+
 def test_engines_not_built_yet_say_so() -> None:
     done = run_cli("sweep", "vllm")
     assert done.returncode == 2 and "not built yet" in done.stderr
@@ -295,6 +303,30 @@ def test_mlx_lm_yarn_ignores_truncate_false() -> None:
         "truncate": False, "original_max_position_embeddings": original}, 131072)
     x = np.random.default_rng(1).standard_normal(d)
     got = _mlx_rope(rope, x, position)
+    scale = 0.1 * math.log(factor) + 1.0
+
+    def rotated(inv: np.ndarray) -> np.ndarray:
+        angle = position * inv
+        a, b = _f32(x)[: d // 2], _f32(x)[d // 2:]
+        return scale * np.concatenate([a * np.cos(angle) - b * np.sin(angle),
+                                       b * np.cos(angle) + a * np.sin(angle)])
+
+    assert np.max(np.abs(got - rotated(_yarn(d, base, factor, original, True)))) < 1e-3
+    assert np.max(np.abs(got - rotated(_yarn(d, base, factor, original, False)))) > 0.1
+
+
+def test_llama_cpp_yarn_ignores_truncate_false() -> None:
+    """docs/known-issues.md: llama.cpp's GGUF cannot say gpt-oss's truncate: false, and ggml's
+    YaRN always floors and ceils the correction range (ggml_rope_yarn_corr_dims)."""
+    pytest.importorskip("ggml")
+    from posenc.backends.peers.ggml import ggml_rope
+
+    d, base, factor, original, position = 64, 150000.0, 32.0, 4096, 4000
+    x = np.random.default_rng(1).standard_normal(d)
+    got = np.asarray(ggml_rope(x.astype(np.float32).reshape(1, 1, d), np.array([position]),
+                               n_dims=d, mode="neox", freq_base=base, freq_scale=1 / factor,
+                               ext_factor=1.0, attn_factor=1.0, n_ctx_orig=original),
+                     dtype=np.float64).reshape(-1)
     scale = 0.1 * math.log(factor) + 1.0
 
     def rotated(inv: np.ndarray) -> np.ndarray:

@@ -107,7 +107,7 @@ def test_scaling_metadata_maps_as_load_hparams_reads_it() -> None:
     linear = source.ggml_parameters({"general.architecture": "a", "a.rope.scaling.type":
                                      "linear", "a.rope.scaling.factor": 4.0}, 16)
     assert (linear["freq_scale"], linear["ext_factor"]) == (0.25, 0.0)
-    with pytest.raises(ParameterError, match="general.architecture"):
+    with pytest.raises(ParameterError, match=r"general\.architecture"):
         source.ggml_parameters({}, 16)
 
 
