@@ -56,6 +56,14 @@ ADJUDICATED = {
         "range and the GGUF has no key for gpt-oss's truncate: false, which transformers and "
         "OpenAI's reference honour (known-issues.md#llamacpp-ggml-yarn-ignores-truncate-false-"
         "gpt-oss)"),
+    ("nemotron", "no reading posenc knows matches"): (
+        "llama.cpp converter bug: rope.dimension_count = int(factor * hidden) // heads, not "
+        "factor * head_dim (8 where transformers rotates 16 features here) (known-issues.md#"
+        "llamacpp-converter-nemotrons-rope-width-ignores-head_dim)"),
+    ("solar_open", "no reading posenc knows matches"): (
+        "llama.cpp converter bug: SolarOpen inherits Glm4MoeModel's partial_rotary_factor "
+        "default 0.5 where transformers' SolarOpen defaults to 1.0 (8 of 16 features rotated) "
+        "(known-issues.md#llamacpp-converter-solar-open-rotates-half-the-head)"),
 }
 
 
@@ -95,10 +103,11 @@ def _metadata(arch: str, model_cls: Any, config: dict[str, Any], folder: Path
     (folder / "config.json").write_text(json.dumps({**hub_config(config), "architectures": [arch]}))
     model = model_cls(folder, gguf.LlamaFileType.ALL_F32, folder / "tiny.gguf", eager=True)
     model.set_gguf_parameters()
-    for name, tensor in model.generate_extra_tensors():
-        model.gguf_writer.add_tensor(name, np.asarray(tensor, dtype=np.float32))
+    inner = getattr(model, "impl", model)  # Mistral3Model converts through its impl's writer
+    for name, tensor in inner.generate_extra_tensors():
+        inner.gguf_writer.add_tensor(name, np.asarray(tensor, dtype=np.float32))
     meta_perm = _q_rows(model)
-    writer = model.gguf_writer
+    writer = inner.gguf_writer
     writer.write_header_to_file(path=folder / "tiny.gguf")
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -154,7 +163,8 @@ def _apply(mode: str | None, params: dict[str, Any], tensors: dict[str, np.ndarr
     back in transformers' order (the attention scores are those of that order)."""
     from posenc.backends.peers.ggml import ggml_rope
 
-    order = np.asarray(rows if rows is not None and len(rows) == width else range(width))
+    order = np.asarray(rows if rows is not None and len(rows) == width else range(width),
+                       dtype=np.int64)
 
     rng = np.random.default_rng(0)
     out = []
@@ -217,11 +227,21 @@ def observe(family: Any) -> dict[str, Any]:
     gguf_arch = meta["general.architecture"]
     n = int(meta.get(f"{gguf_arch}.block_count") or config.get("num_hidden_layers") or 1)
     obs["layers"] = n
+    if f"{gguf_arch}.rope.scaling.yarn_log_multiplier" in meta:
+        # llama.cpp turns it into the rope's attn_factor in llama-context/llama-graph code that
+        # the vendored tree lacks: not transcribed here
+        return {**obs, "unsupported": "", "problem": "llama.cpp's converter writes "
+                "rope.scaling.yarn_log_multiplier, whose attn_factor derivation (not in the "
+                "vendored sources) this sweep does not transcribe"}
     layers, _ = expected_layers(config, n)
     offsets = sorted({p for p in table_positions(_Attributes(config)) if p >= 100})
     heads = int(meta.get(f"{gguf_arch}.attention.head_count") or 1)
     head = int(meta.get(f"{gguf_arch}.attention.key_length")
-               or int(meta.get(f"{gguf_arch}.embedding_length") or 0) // max(heads, 1))
+               or int(meta.get(f"{gguf_arch}.embedding_length") or 0) // max(heads, 1)
+               or config.get("head_dim") or 0)
+    if not head:
+        return {**obs, "unsupported": "", "problem": f"llama.cpp's converter wrote no head size "
+                f"for {gguf_arch} (attention.key_length, embedding_length)"}
     runs: dict[bool, list[dict[str, Any]]] = {}
     for i, layer in enumerate(layers):
         if not layer.attention or layer.scaling is None:
