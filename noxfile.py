@@ -135,13 +135,29 @@ def run_sweep(session: nox.Session, engine: str) -> None:
     unrotated layers the engine is held to), the engine's sweep and its tests."""
     install(session, SWEEP_ENVS / f"{engine}.txt", directives(SWEEP_ENVS / f"{engine}.txt")[1])
     REPORTS.mkdir(parents=True, exist_ok=True)
+    env = llama_cpp_source(session) if engine == "llama.cpp" else {}
     truth = REPORTS / "sweep-transformers.json"
     session.run("posenc", "sweep", "transformers", "--json", str(truth), "--out", str(REPORTS))
-    session.run("posenc", "sweep", engine, "--truth", str(truth), "--out", str(REPORTS))
-    own = f"tests/peers/test_{engine.replace('-', '_').replace('.', '')}_sweep.py"
+    session.run("posenc", "sweep", engine, "--truth", str(truth), "--out", str(REPORTS), env=env)
+    own = f"tests/peers/test_{engine.replace('-', '_').replace('.', '_')}_sweep.py"
     tests = ["tests/peers/test_engine_sweeps.py", *([own] if (ROOT / own).exists() else [])]
     session.run("python", "-m", "pytest", "-q", "-rs", *tests,
                 "--rootdir", str(ROOT), "-p", "no:cacheprovider")
+
+
+def llama_cpp_source(session: nox.Session) -> dict[str, str]:
+    """llama.cpp's converter and C++ sources as llama-cpp-python 0.3.36's sdist vendors them,
+    unpacked under .nox (the sweep reads them from POSENC_LLAMA_CPP)."""
+    folder = ROOT / ".nox" / "llama-cpp-src"
+    vendor = folder / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
+    if not vendor.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        session.run("pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(folder),
+                    "llama-cpp-python==0.3.36")
+        session.run("python", "-c", "import sys, tarfile; tarfile.open(sys.argv[1]).extractall("
+                    "sys.argv[2], filter='data')", str(folder / "llama_cpp_python-0.3.36.tar.gz"),
+                    str(folder))
+    return {"POSENC_LLAMA_CPP": str(vendor)}
 
 
 for _engine in sweep_engines():

@@ -1,6 +1,6 @@
 """The ``posenc sweep`` command: ``posenc sweep transformers`` (the transformers sweep),
-``posenc sweep mlx-lm`` (an engine sweep, in the engine's own environment: ``nox -s
-sweeps``) and ``posenc sweep --from-reports DIR`` (the merged page, docs/engines.md)."""
+``posenc sweep mlx-lm`` and ``posenc sweep llama.cpp`` (engine sweeps, each in the engine's own
+environment: ``nox -s sweeps``) and ``posenc sweep --from-reports DIR`` (the merged page, docs/engines.md)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from . import engine_page
 from .engine_report import REPORT, code_hash, counts, write_report
 
 LIBRARIES = ("transformers", "mlx-lm", "llama.cpp", "vllm")
-SWEEPS = {"mlx-lm": "mlx_lm", "vllm": "vllm"}  # engine -> its module under conformance/sweeps
-NOT_YET = {"llama.cpp": "the llama.cpp sweep is not built yet (issue 40)"}
+SWEEPS = {"mlx-lm": "mlx_lm", "vllm": "vllm", "llama.cpp": "llama_cpp"}  # engine -> module
+NOT_YET: dict[str, str] = {}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
