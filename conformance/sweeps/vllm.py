@@ -123,10 +123,10 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
     """The verdicts on ``families``, each observed in a forked process; ``truth``: the
     transformers sweep's pairings and unrotated layers per family (:func:`.command.truth`)."""
     import transformers  # noqa: F401  (imported once, before the forks)
-    import vllm.config  # noqa: F401
-    import vllm.distributed  # noqa: F401
-    import vllm.model_executor.layers.rotary_embedding  # noqa: F401
-    import vllm.model_executor.model_loader.utils  # noqa: F401
+    import vllm.config
+    import vllm.distributed
+    import vllm.model_executor.layers.rotary_embedding
+    import vllm.model_executor.model_loader.utils
     import vllm.model_executor.models.registry  # noqa: F401
     from vllm.platforms import current_platform
 

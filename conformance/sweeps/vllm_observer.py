@@ -89,8 +89,7 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
     recorder of its ``get_rope`` calls and the longest sequence vLLM serves for it
     (``max_model_len``: a request past it is refused, so positions past it never reach the
     rotary)."""
-    from vllm.config import DeviceConfig, LoadConfig, ModelConfig, VllmConfig
-    from vllm.config import set_current_vllm_config
+    from vllm.config import DeviceConfig, LoadConfig, ModelConfig, VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
     from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
 
