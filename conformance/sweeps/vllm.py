@@ -14,8 +14,10 @@ registry names for the architecture, no weights, on CPU (:mod:`.vllm_observer`):
 
 Each rotation is graded against posenc's float64 rotation of that layer's rope
 (:mod:`.engine_judge`), in the pairing the transformers sweep found for the family. vLLM's
-forward is not run (it needs its attention backend and batch metadata): a layer posenc
-reads as rotated whose attention holds no rotary module is a divergence.
+attention op is not run (it needs its backend's batch metadata): each attention module's
+forward runs with that op stubbed, to see whether it calls the rotary it holds (Cohere 2 and
+EXAONE 4 hold one on every layer and call it on the sliding ones only); a layer posenc reads
+as rotated whose attention holds or calls no rotary is a divergence.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from .transformers_reading import LAYOUTS, Finding, expected_layers
 
 ENGINE = "vllm"
 ADJUDICATED: engine_judge.Adjudicated = {}
-FORWARD = ("not run (vLLM's attention needs its backend's batch metadata): each layer's "
-           "rotary applied as its attention applies it")
+FORWARD = ("vLLM's attention op needs its backend's batch metadata: each attention's "
+           "forward ran with that op stubbed, and each layer's rotary applied as it applies it")
 
 
 def observe(family: Any) -> dict[str, Any]:
@@ -49,7 +51,15 @@ def observe(family: Any) -> dict[str, Any]:
     arch = vllm_observer.architecture(family, config_obj, set(ModelRegistry.get_supported_archs()))
     if arch is None:
         return {**obs, "unsupported": "no architecture of the family in vLLM's model registry"}
-    model, recorder, served = vllm_observer.build(arch, config_obj)
+    try:
+        model, recorder, served = vllm_observer.build(arch, config_obj)
+    except Exception as exc:
+        if "failed to be inspected" not in str(exc):
+            raise
+        return {**obs, "unsupported": "", "problem": (
+            f"vLLM cannot import its {arch} module in this environment (its registry's "
+            "inspection failed: the multimodal modules import torchvision, which "
+            "peers/envs/vllm.txt removes as the registry's build needs CUDA)")}
     if type(model).__module__.endswith(".transformers") or \
             type(model).__module__.startswith("vllm.model_executor.models.transformers"):
         return {**obs, "unsupported": "", "problem": (
@@ -62,7 +72,15 @@ def observe(family: Any) -> dict[str, Any]:
     modules = vllm_observer.rotary_modules(model)
     offsets = sorted({p for p in table_positions(config_obj) if 100 <= p < served}
                      | {served - 1})
-    for index, (_, rope) in modules.items():
+    hidden = int(config.get("hidden_size") or 0)
+    for index, (name, rope) in list(modules.items()):
+        calls = vllm_observer.rotates_in_forward(model, name, rope, hidden)
+        if calls is False:  # the attention holds a rotary it never calls: unrotated
+            obs.setdefault("uncalled", []).append(index)
+            del modules[index]
+            continue
+        if isinstance(calls, str):
+            obs.setdefault("unrun", {})[index] = calls
         try:
             obs["applied"] += [dict(c, layer=index) for c in vllm_observer.apply(rope, offsets)]
         except Exception as exc:
@@ -70,6 +88,11 @@ def observe(family: Any) -> dict[str, Any]:
 
             obs.setdefault("apply_problems", {})[index] = last_frame(exc)
     obs["held"] = sorted(modules)
+    if obs.get("unrun"):  # the forward did not run: whether each layer calls its rotary is
+        # not known; posenc's reading decides which layers are rotated
+        why = next(iter(obs["unrun"].values()))
+        obs["forward"] += (f"; the attention's forward did not run ({why}): every rotary "
+                           "module held is applied")
     return obs
 
 
@@ -89,6 +112,7 @@ def judge(family: str, obs: dict[str, Any], pairings: tuple[str, ...] = LAYOUTS,
     for i in set(unrotated) & set(range(len(layers))):
         layers[i] = layers[i].__class__(layers[i].head_dim, None,
                                         layer_type=layers[i].layer_type)
+    uncalled = set(obs.get("uncalled", []))
     missing = [i for i, layer in enumerate(layers)
                if layer.attention and layer.scaling is not None and i not in held]
     if missing:
@@ -96,7 +120,8 @@ def judge(family: str, obs: dict[str, Any], pairings: tuple[str, ...] = LAYOUTS,
                                  "no rotary module on a layer posenc reads as rotated",
                                  "layer_types / no_rope_layers") for i in missing]
         row.verdict, row.profile = "diverges", None
-        row.reason = (f"no rotary module on a layer posenc reads as rotated (layers "
+        what = "no rotary called" if set(missing) <= uncalled else "no rotary module"
+        row.reason = (f"{what} on a layer posenc reads as rotated (layers "
                       f"{', '.join(map(str, missing[:3]))}"
                       + (f" and {len(missing) - 3} more" if len(missing) > 3 else "") + "); "
                       + row.reason)

@@ -91,7 +91,11 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
     rotary)."""
     from vllm.config import DeviceConfig, LoadConfig, ModelConfig, VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
-    from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
+    from vllm.model_executor.model_loader.utils import (
+        get_model_architecture,
+        initialize_model,
+        process_weights_after_loading,
+    )
 
     folder = Path(tempfile.mkdtemp(prefix="posenc-vllm-"))
     config.architectures = [arch]
@@ -108,6 +112,12 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
         model_class, _ = get_model_architecture(model_config)
         recorder = patch_get_rope()
         model = initialize_model(vllm_config, model_class=model_class)
+        try:  # what the loader does once weights are in (the CPU linear layers' kernels)
+            import torch
+
+            process_weights_after_loading(model, model_config, torch.device("cpu"))
+        except Exception:  # the rotary needs none of it; the forward check says so
+            pass
     return model, recorder, int(model_config.max_model_len)
 
 
@@ -149,3 +159,40 @@ def apply(rope: Any, offsets: list[int]) -> list[dict[str, Any]]:
                         "x": x.reshape(shape).permute(1, 0, 2)[None].double().numpy(),
                         "y": y.reshape(shape).permute(1, 0, 2)[None].double().numpy()})
     return out
+
+
+def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | str:
+    """Whether the attention holding ``rope`` (at ``name``) calls it in its forward: the
+    attention module run on a few tokens with its attention op stubbed (vLLM's needs batch
+    metadata; the scores do not matter, only the calls), the rotary's calls counted. A
+    string: why the forward could not run."""
+    import torch
+    from vllm.model_executor.layers.attention.attention import AttentionLayerBase
+
+    from .transformers_observation import last_frame
+
+    attention = model.get_submodule(name.rsplit(".", 1)[0])
+    stubs = [m for m in attention.modules() if isinstance(m, AttentionLayerBase)]
+    calls: list[int] = []
+    forward = rope.forward
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return forward(*args, **kwargs)
+
+    rope.forward = counted
+    for stub in stubs:
+        stub.forward = lambda q, *args, **kwargs: torch.zeros_like(q)
+    positions = torch.arange(4, dtype=torch.long)
+    if "MRotary" in type(rope).__name__ or getattr(rope, "mrope_section", None):
+        positions = positions.expand(3, -1).contiguous()
+    try:
+        with torch.no_grad():
+            attention(positions=positions, hidden_states=torch.zeros(4, hidden))
+    except Exception as exc:  # another signature, or a model-level input it needs
+        return last_frame(exc)
+    finally:
+        del rope.forward
+        for stub in stubs:
+            del stub.forward
+    return bool(calls)

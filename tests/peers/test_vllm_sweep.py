@@ -76,8 +76,10 @@ def test_the_architecture_is_one_vllm_registers() -> None:
     assert architecture(Family(), config, {"MistralForCausalLM"}) is None
 
 
-@pytest.mark.parametrize(("family", "verdict"), [("llama", "conforms"), ("qwen2", "conforms"),
-                                                 ("gemma3", "conforms")])
+@pytest.mark.parametrize(("family", "verdict"), [
+    ("llama", "conforms"), ("qwen2", "conforms"), ("gemma3", "conforms"),
+    # hold a rotary on every layer and call it on the sliding ones only (the forward check)
+    ("cohere2", "conforms"), ("exaone4", "conforms")])
 def test_the_vllm_sweep_on_representative_families(family: str, verdict: str) -> None:
     pytest.importorskip("vllm")
     from posenc.conformance.sweeps.transformers_families import discover
