@@ -62,7 +62,8 @@ THETA_PROBE = 1.375  # the saved config's rope_theta, as a multiple of the famil
 
 def saved_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The family's shrunk config with its rope_theta made distinct (x ``THETA_PROBE``, so an
-    engine's default base cannot match it by chance), as ``(config.json as transformers'
+    engine's default base cannot match it by chance; the per-layer bases the config derived
+    from it scaled alike), as ``(config.json as transformers'
     ``save_pretrained`` writes it, the config dict posenc reads)``; None where the config class
     keeps no ``rope_parameters`` (nothing moved for transformers 5 to write)."""
     import json
@@ -76,6 +77,12 @@ def saved_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     nested = all(isinstance(v, dict) for v in params.values())
     for part in (params.values() if nested else [params]):
         part["rope_theta"] = float(part.get("rope_theta", 10000.0)) * THETA_PROBE
+    for name, value in list(vars(config).items()):  # the bases a config derived from it
+        if "theta" in name and name != "rope_parameters":  # (MuseGlimmer's layer_rope_theta)
+            scaled = [v * THETA_PROBE if isinstance(v, (int, float)) else v
+                      for v in (value if isinstance(value, list) else [value])]
+            if all(isinstance(v, (int, float)) for v in scaled):
+                setattr(config, name, scaled if isinstance(value, list) else scaled[0])
     with tempfile.TemporaryDirectory() as folder:
         config.save_pretrained(folder)
         with open(Path(folder) / "config.json") as handle:

@@ -31,7 +31,14 @@ from .engine_report import EngineRow, run_forked
 from .transformers_reading import LAYOUTS, Finding, expected_layers
 
 ENGINE = "vllm"
-ADJUDICATED: engine_judge.Adjudicated = {}
+# divergences settled in float64 (tests/peers/test_vllm_sweep.py holds each)
+ADJUDICATED: engine_judge.Adjudicated = {
+    ("llama4", "pairs as 'half'"): (
+        "documented convention: vLLM's Llama 4 loader permutes each head's q and k projection "
+        "rows (permute_qk_weight_for_rotary: (2i, 2i + 1) -> (i, i + d/2)) and rotates "
+        "neox-style; on the loaded weights that is the interleaved rotation transformers "
+        "computes, its features permuted the same way for q and k (scores equal)"),
+}
 FORWARD = ("vLLM's attention op needs its backend's batch metadata: each attention's "
            "forward ran with that op stubbed, and each layer's rotary applied as it applies it")
 
@@ -69,7 +76,10 @@ def observe(family: Any) -> dict[str, Any]:
                received=recorder.calls, layers=int(config.get("num_hidden_layers") or 0),
                forward=f"{FORWARD}; positions up to max_model_len - 1 = {served - 1} (vLLM "
                        f"refuses longer requests)", calls=[], applied=[])
-    modules = vllm_observer.rotary_modules(model)
+    try:
+        modules = vllm_observer.rotary_modules(model)
+    except vllm_observer.LayerNaming as exc:
+        return {**obs, "unsupported": "", "problem": str(exc)}
     offsets = sorted({p for p in table_positions(config_obj) if 100 <= p < served}
                      | {served - 1})
     hidden = int(config.get("hidden_size") or 0)

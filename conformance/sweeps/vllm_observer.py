@@ -126,12 +126,22 @@ def rotary_modules(model: Any) -> dict[int, tuple[str, Any]]:
     from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbeddingBase
 
     out: dict[int, tuple[str, Any]] = {}
+    stacks: set[str] = set()
     for name, module in model.named_modules(remove_duplicate=False):
         if isinstance(module, RotaryEmbeddingBase):
             found = LAYER.search(name + ".")
             if found and "visual" not in name and "vision" not in name:
                 out.setdefault(int(found.group(1)), (name, module))
+                stacks.add(name[: found.start()])
+    if len(stacks) > 1:  # layers numbered within several stacks (HRM's H and L modules)
+        raise LayerNaming(f"its attention layers are numbered within {len(stacks)} stacks "
+                          f"({', '.join(sorted(stacks))}): which config layer each is, the "
+                          "sweep cannot tell")
     return out
+
+
+class LayerNaming(ValueError):
+    """The model's layer names do not map one to one onto the config's layers."""
 
 
 def apply(rope: Any, offsets: list[int]) -> list[dict[str, Any]]:

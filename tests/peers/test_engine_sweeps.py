@@ -294,7 +294,10 @@ def test_an_engine_sweep_without_its_engine_names_the_environment() -> None:
 
 # llama.cpp divergences found by the first full sweep and not yet settled in float64 (issue 40):
 # each stays "diverges" without an adjudication until a float64 computation decides it
-LLAMA_CPP_UNSETTLED = {"glm4_moe_lite", "glm4v", "glm_ocr", "hy_v4"}
+# pocket_tts (built since tfgaps): llama.cpp converts Kyutai's original checkpoint (flow_lm.*
+# names), whose q/k rows are likely in the complex (interleaved) order that transformers'
+# conversion permutes for rotate_half; not yet shown in float64 on a real checkpoint
+LLAMA_CPP_UNSETTLED = {"glm4_moe_lite", "glm4v", "glm_ocr", "hy_v4", "pocket_tts"}
 
 
 def test_the_llama_cpp_column_meets_its_coverage() -> None:

@@ -4,6 +4,7 @@ float64; vLLM itself only where it is installed (``nox -s sweep-vllm``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from posenc.conformance.sweeps import vllm as vllm_sweep
@@ -87,3 +88,27 @@ def test_the_vllm_sweep_on_representative_families(family: str, verdict: str) ->
     row = vllm_sweep.sweep(discover([family]), {})[0]
     assert row.verdict == verdict, row.reason
     assert "get_rope" not in row.received and "head_size=" in row.received
+
+
+def test_vllm_llama4_pairs_half_on_rows_its_loader_permutes() -> None:
+    """The llama4 row's convention: vLLM's loader reorders each head's q/k rows
+    (2i, 2i + 1) -> (i, i + d/2) and rotates neox-style (half); on the reordered weights that
+    is the interleaved rotation transformers computes, features permuted alike for q and k."""
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    llama4 = pytest.importorskip("vllm.model_executor.models.llama4")
+    from .test_engine_sweeps import _rotate
+
+    d, position, base = 16, 9, 500000.0
+    owner = SimpleNamespace(config=SimpleNamespace(num_attention_heads=1, num_key_value_heads=1))
+    _, rows = llama4.Llama4ForCausalLM.permute_qk_weight_for_rotary(
+        owner, "model.layers.0.self_attn.q_proj.weight", torch.arange(d).reshape(d, 1).float())
+    rows = rows.reshape(-1).long().numpy()
+    assert rows.tolist() == [*range(0, d, 2), *range(1, d, 2)]
+    rng = np.random.default_rng(5)
+    q, k = rng.standard_normal((1, 1, 1, d)), rng.standard_normal((1, 1, 1, d))
+    hf_q, hf_k = (_rotate(v, position, base=base, width=d, pairing="interleaved") for v in (q, k))
+    vllm_q, vllm_k = (_rotate(v[..., rows], position, base=base, width=d) for v in (q, k))
+    assert np.allclose(vllm_q, hf_q[..., rows]) and np.allclose(vllm_k, hf_k[..., rows])
+    assert np.isclose(np.sum(vllm_q * vllm_k), np.sum(hf_q * hf_k))
