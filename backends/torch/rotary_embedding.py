@@ -18,6 +18,7 @@ from posenc.errors import ParameterError
 from . import native as torch_native
 from .memory import may_overlap, same_view
 from .native import pair_views
+from .qk_pair import check_pair
 from .rotary_kernel_route import kernel_rotation
 from .tiled import rotate_tiled
 
@@ -265,16 +266,6 @@ class RotaryEmbedding(nn.Module):
             *(xs[j] for j in range(n) if j != i), *(outs[j] for j in range(n) if j != i),
             *([] if outs[i] is xs[i] else [xs[i]])))
         return outs, direct
-
-
-def check_pair(q: torch.Tensor, k: torch.Tensor) -> None:
-    if k.ndim != q.ndim or k.shape[-1] != q.shape[-1] or k.shape[-2] != q.shape[-2] \
-            or (q.ndim >= 3 and k.shape[0] != q.shape[0]):
-        raise ParameterError(
-            f"k has shape {tuple(k.shape)} but q has shape {tuple(q.shape)}: k must share the "
-            "batch, sequence and head_dim of q (it may have fewer heads)")
-    if q.dtype != k.dtype:
-        raise ParameterError(f"q is {q.dtype} but k is {k.dtype}")
 
 
 # From this many elements on, new results are filled tile by tile (backends/torch/tiled.py)

@@ -279,7 +279,7 @@ def prepared(x: Any, positions: Any = None, *, k: Any = None, base: float = 1000
     _, device, positions, sched = prepare(x, positions, **params,
                                           check_range=not kernel_checks)
     if k is not None:
-        from .rotary_embedding import check_pair  # RotaryEmbedding's rule for (q, k)
+        from .qk_pair import check_pair  # RotaryEmbedding's rule for (q, k)
 
         check_pair(x, k)
         if k.device != x.device:

@@ -14,9 +14,9 @@ from typing import Any
 from ..reports.scoreboard import freshness_exit
 from . import engine_page
 from .engine_report import REPORT, code_hash, counts, write_report
+from .registry import sweep_module
 
 LIBRARIES = ("transformers", "mlx-lm", "llama.cpp", "vllm")
-SWEEPS = {"mlx-lm": "mlx_lm", "vllm": "vllm", "llama.cpp": "llama_cpp"}  # engine -> module
 NOT_YET: dict[str, str] = {}
 
 
@@ -39,24 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "and unrotated layers per family the engine is held to")
 
 
-def report_problem(engine: str, report: dict[str, Any]) -> str | None:
-    """Why an engine's recorded report was not made by the sweep code here (None: it was)."""
-    if engine not in SWEEPS:
-        return None
-    module = _module(engine)
-    version = report["versions"][engine]
-    if report.get("code") != code_hash(module.sweep_files(), f"{engine} {version}"):
-        return (f"the {engine} report was made by other sweep code (run `nox -s "
-                f"sweep-{engine}`)")
-    return None
-
-
-def _module(engine: str) -> Any:
-    import importlib
-
-    return importlib.import_module(f"{__package__}.{SWEEPS[engine]}")
-
-
 def truth(path: str | None) -> dict[str, dict[str, Any]]:
     """family -> {"pairings": ..., "unrotated": layer indices} from the transformers report:
     where transformers' module leaves a layer unrotated that posenc's reader rotates (a
@@ -77,7 +59,7 @@ def truth(path: str | None) -> dict[str, dict[str, Any]]:
 def _run_engine(args: argparse.Namespace) -> int:
     from posenc.conformance.sweeps import transformers_families as observer
 
-    module = _module(args.library)
+    module = sweep_module(args.library)
     if problem := observer.unknown_families(args.family):
         print(problem, file=sys.stderr)
         return 2

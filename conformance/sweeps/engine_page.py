@@ -18,6 +18,7 @@ from typing import Any
 
 from ..reports.scoreboard import HASH_LINE, recorded_hash
 from .engine_report import REPORT
+from .registry import report_problem
 
 MARKDOWN = "engines.md"
 EVIDENCE = "sweeps"  # the reports' folder beside the page
@@ -169,8 +170,6 @@ def write(directory: Path, out: Path) -> Path:
 def check(out: Path) -> str | None:
     """Why ``out/engines.md`` is stale (None: made by this code from the reports beside it,
     each made by the sweep code here)."""
-    from . import command
-
     page = out / MARKDOWN
     if not page.exists():
         return f"{page} is missing"
@@ -178,7 +177,7 @@ def check(out: Path) -> str | None:
     if recorded_hash(page.read_text(encoding="utf-8")) != inputs_hash(reports):
         return f"{page} was made by other code or from other reports (run `nox -s sweeps`)"
     for engine, report in reports.items():
-        problem = command.report_problem(engine, report)
+        problem = report_problem(engine, report)
         if problem:
             return problem
     return None

@@ -25,7 +25,7 @@ llama.cpp that this route runs or reads as they are:
 
 Not covered: a model graph that passes another mode or its own per-layer schedule
 (NoPE layers, per-layer bases other than rope.freq_base_swa): a layer posenc reads as NoPE is
-not applied. Each rotation is graded as the MLX-LM sweep grades (:func:`.mlx_lm.judge`).
+not applied. Each rotation is graded as every engine sweep grades (:func:`.engine_judge.judge`).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from . import engine_judge
 from . import llama_cpp_source as source
 from .engine_report import EngineRow, run_forked
-from .mlx_lm import judge
 from .transformers_reading import LAYOUTS, expected_layers
 
 ENGINE = "llama.cpp"
@@ -288,7 +288,8 @@ def versions() -> dict[str, str]:
 def sweep_files() -> list[Path]:
     here = Path(__file__).parent
     return [here / "llama_cpp.py", here / "llama_cpp_source.py", here / "mlx_lm.py",
-            here / "engine_report.py", here / "transformers_reading.py"]
+            here / "mlx_lm_observer.py", here / "engine_judge.py", here / "engine_report.py",
+            here / "transformers_reading.py"]
 
 
 def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
@@ -310,12 +311,12 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
             obs = run_forked(observe, family)
             known = truth.get(family.name, {})
             obs = _without(obs, set(known.get("unrotated", ())))
-            row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
-                        frozenset(known.get("unrotated", ())))
+            row = engine_judge.judge(ENGINE, {}, family.name, obs,
+                                     known.get("pairings") or LAYOUTS,
+                                     frozenset(known.get("unrotated", ())))
             note = obs.get("forward", "")
             row.reason = row.reason.replace(f"forward not run: {note}", note)
-            row.adjudication = next((text for (name, key), text in ADJUDICATED.items()
-                                     if name == family.name and key in row.reason), "")
+            engine_judge.adjudicate(row, ADJUDICATED)
         except Exception as exc:  # the sweep goes on
             row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
         row.seconds = time.perf_counter() - start
