@@ -13,6 +13,8 @@ from posenc import native
 from posenc.array_api import FLOAT32_EXACT_INTEGERS, FLOAT64_EXACT_INTEGERS, check_position_range
 from posenc.rotary import turn_limbs
 
+from .memory import same_view
+
 # Eager torch on these devices computes float32 phases in float64 turns: six ops where the
 # limbs take thirty, for the same ~4e-7 (MPS has no float64; compiled graphs keep the limbs,
 # which Inductor fuses into one kernel anyway)
@@ -185,10 +187,11 @@ def pair_views(t: Any, rd: int, layout: str) -> tuple[Any, Any]:
 
 def rotate_into(x: Any, target: Any, cos: Any, sin: Any, rd: int, layout: str) -> None:
     """``target[..., :rd]`` = ``x`` rotated by ``cos``/``sin`` (half width, x's dtype), the
-    rest copied; ``target`` may be ``x`` itself. Out= and in-place ops: eager only, no
-    autograd (:func:`out_ops_allowed`)."""
+    rest copied; ``target`` may be ``x`` itself (or another view of the same memory, as a
+    tile of an in-place call is). Out= and in-place ops: eager only, no autograd
+    (:func:`out_ops_allowed`)."""
     a, b = pair_views(x, rd, layout)
-    if target is x:
+    if target is x or same_view(target, x):
         old_a = a.clone()  # the only temporary: half the rotated features
         a.mul_(cos).addcmul_(b, sin, value=-1)
         b.mul_(cos).addcmul_(old_a, sin)

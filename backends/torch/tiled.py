@@ -18,8 +18,7 @@ from typing import Any
 
 import torch
 
-from .memory import same_view
-from .native import pair_views
+from .native import rotate_into
 
 __all__ = ["TILE_ELEMENTS", "rotate_tiled"]
 
@@ -46,12 +45,12 @@ def rotate_tiled(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: 
             xt, tt = x[..., start:stop, :], target[..., start:stop, :]
             c, s = _rows(cos, start, stop), _rows(sin, start, stop)
         if not wide:
-            _rotate_tile(xt, tt, c, s, rd, layout)
+            rotate_into(xt, tt, c, s, rd, layout)
             continue
         if scratch is None:
             scratch = torch.empty((*x.shape[:-2], block, rd), dtype=cos.dtype, device=x.device)
         work = scratch[..., : stop - start, :]
-        _rotate_tile(xt[..., :rd].to(cos.dtype), work, c, s, rd, layout)
+        rotate_into(xt[..., :rd].to(cos.dtype), work, c, s, rd, layout)
         tt[..., :rd].copy_(work)
         if rd < x.shape[-1] and target is not x:
             tt[..., rd:].copy_(xt[..., rd:])
@@ -60,18 +59,3 @@ def rotate_tiled(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: 
 def _rows(table: Any, start: int, stop: int) -> Any:
     """Rows ``[start, stop)`` of a table lined up with x (one row broadcasts to all)."""
     return table if table.shape[-2] == 1 else table[..., start:stop, :]
-
-
-def _rotate_tile(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: int,
-                 layout: str) -> None:
-    a, b = pair_views(x, rd, layout)
-    if target is x or same_view(target, x):
-        old_a = a.clone()  # the only temporary: half the tile's rotated features
-        a.mul_(cos).addcmul_(b, sin, value=-1)
-        b.mul_(cos).addcmul_(old_a, sin)
-        return
-    ta, tb = pair_views(target, rd, layout)
-    torch.mul(a, cos, out=ta).addcmul_(b, sin, value=-1)
-    torch.mul(b, cos, out=tb).addcmul_(a, sin)
-    if rd < x.shape[-1] and target.shape[-1] > rd:
-        target[..., rd:].copy_(x[..., rd:])

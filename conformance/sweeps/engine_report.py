@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,24 @@ def diagnose(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRo
 
 
 # -- the report ----------------------------------------------------------------------------------
+def sweep_each(families: list[Any], truth: dict[str, dict[str, Any]], progress: Any,
+               verdict: Callable[[Any, dict[str, Any]], EngineRow]) -> list[EngineRow]:
+    """Every family's row, ``verdict(family, known)`` (``known``: the transformers sweep's
+    entry for it in ``truth``), timed; a family whose sweep raises costs its own row only."""
+    rows = []
+    for family in families:
+        if progress:
+            progress(family.name)
+        start = time.perf_counter()
+        try:
+            row = verdict(family, truth.get(family.name, {}))
+        except Exception as exc:  # the sweep goes on
+            row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
+        row.seconds = time.perf_counter() - start
+        rows.append(row)
+    return rows
+
+
 def code_hash(files: list[Path], engine_version: str) -> str:
     """sha256 of the sweep's code and the engine version it ran."""
     digest = hashlib.sha256()

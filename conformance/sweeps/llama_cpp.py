@@ -34,7 +34,6 @@ import hashlib
 import importlib
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ import numpy as np
 
 from . import engine_judge
 from . import llama_cpp_source as source
-from .engine_report import EngineRow, run_forked
+from .engine_report import EngineRow, run_forked, sweep_each
 from .transformers_reading import LAYOUTS, expected_layers
 
 ENGINE = "llama.cpp"
@@ -302,23 +301,14 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
         sys.path.insert(0, str(vendor()))
     importlib.import_module("conversion").load_all_models()
 
-    rows = []
-    for family in families:
-        if progress:
-            progress(family.name)
-        start = time.perf_counter()
-        try:
-            obs = run_forked(observe, family)
-            known = truth.get(family.name, {})
-            obs = _without(obs, set(known.get("unrotated", ())))
-            row = engine_judge.judge(ENGINE, {}, family.name, obs,
-                                     known.get("pairings") or LAYOUTS,
-                                     frozenset(known.get("unrotated", ())))
-            note = obs.get("forward", "")
-            row.reason = row.reason.replace(f"forward not run: {note}", note)
-            engine_judge.adjudicate(row, ADJUDICATED)
-        except Exception as exc:  # the sweep goes on
-            row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
-        row.seconds = time.perf_counter() - start
-        rows.append(row)
-    return rows
+    return sweep_each(families, truth, progress, _verdict)
+
+
+def _verdict(family: Any, known: dict[str, Any]) -> EngineRow:
+    obs = _without(run_forked(observe, family), set(known.get("unrotated", ())))
+    row = engine_judge.judge(ENGINE, {}, family.name, obs, known.get("pairings") or LAYOUTS,
+                             frozenset(known.get("unrotated", ())))
+    note = obs.get("forward", "")
+    row.reason = row.reason.replace(f"forward not run: {note}", note)
+    engine_judge.adjudicate(row, ADJUDICATED)
+    return row

@@ -26,14 +26,13 @@ chance (:func:`with_saved`).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import engine_judge
-from .engine_report import EngineRow, run_forked
+from .engine_report import EngineRow, run_forked, sweep_each
 from .transformers_reading import LAYOUTS, Finding, LayerRope, rotate
 
 ENGINE = "mlx-lm"
@@ -233,23 +232,15 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
     import mlx_lm.utils  # noqa: F401
     import transformers  # noqa: F401
 
-    rows = []
-    for family in families:
-        if progress:
-            progress(family.name)
-        start = time.perf_counter()
-        try:
-            obs = run_forked(observe, family)
-            known = truth.get(family.name, {})
-            row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
-                        frozenset(known.get("unrotated", ())))
-            if row.verdict in ("conforms", "diverges"):
-                row = with_saved(row, family, known)
-        except Exception as exc:  # the sweep goes on
-            row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
-        row.seconds = time.perf_counter() - start
-        rows.append(row)
-    return rows
+    return sweep_each(families, truth, progress, _verdict)
+
+
+def _verdict(family: Any, known: dict[str, Any]) -> EngineRow:
+    row = judge(family.name, run_forked(observe, family), known.get("pairings") or LAYOUTS,
+                frozenset(known.get("unrotated", ())))
+    if row.verdict in ("conforms", "diverges"):
+        row = with_saved(row, family, known)
+    return row
 
 
 def reference_rotation(x: np.ndarray, positions: np.ndarray, layer: LayerRope,

@@ -22,12 +22,11 @@ as rotated whose attention holds or calls no rotary is a divergence.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from . import engine_judge
-from .engine_report import EngineRow, run_forked
+from .engine_report import EngineRow, run_forked, sweep_each
 from .transformers_reading import LAYOUTS, Finding, expected_layers
 
 ENGINE = "vllm"
@@ -167,22 +166,15 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
 
     current_platform.get_device_name()  # the platform probe, once
 
-    rows = []
-    for family in families:
-        if progress:
-            progress(family.name)
-        start = time.perf_counter()
-        try:
-            obs = run_forked(observe, family)
-            known = truth.get(family.name, {})
-            row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
-                        frozenset(known.get("unrotated", ())))
-            row.received = _received(obs.get("received", []))
-        except Exception as exc:  # the sweep goes on
-            row = EngineRow(family.name, "not checkable", reason=f"the sweep raised: {exc}")
-        row.seconds = time.perf_counter() - start
-        rows.append(row)
-    return rows
+    return sweep_each(families, truth, progress, _verdict)
+
+
+def _verdict(family: Any, known: dict[str, Any]) -> EngineRow:
+    obs = run_forked(observe, family)
+    row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
+                frozenset(known.get("unrotated", ())))
+    row.received = _received(obs.get("received", []))
+    return row
 
 
 def _received(calls: list[dict[str, Any]]) -> str:
