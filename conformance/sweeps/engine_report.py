@@ -130,6 +130,14 @@ def diagnose(x: np.ndarray, y: np.ndarray, positions: np.ndarray, layer: LayerRo
             continue
         if grade(y, want, scale=scale, angle_bound=bound)[0] is not None:
             return note, where
+    for shift in (1, -1):  # the positions the engine is handed, not the config, are wrong
+        try:
+            want = rotate(x, positions + shift, layer, pairing)
+        except (PosencError, ValueError):
+            continue
+        if grade(y, want, scale=scale, angle_bound=bound + 1)[0] is not None:
+            return (f"positions off by {shift:+d} (each token rotated as position p {shift:+d})",
+                    "positions / the cache offset")
     return "", ""
 
 

@@ -46,41 +46,46 @@ def observe(family: Any) -> dict[str, Any]:
     """What vLLM computes for the family (run in a forked process)."""
     from vllm.model_executor.models.registry import ModelRegistry
 
-    from posenc.conformance.sweeps.transformers_families import table_positions
-
-    from . import mlx_lm_observer, vllm_observer
+    from . import mlx_lm_observer, vllm_hf_backend, vllm_observer
 
     config_obj, config, why = mlx_lm_observer.tiny(family)
     if config is None:
         return {"model_type": "", "unsupported": "", "problem": why}
     obs: dict[str, Any] = {"model_type": config.get("model_type", ""), "config": config}
     arch = vllm_observer.architecture(family, config_obj, set(ModelRegistry.get_supported_archs()))
-    if arch is None:
-        return {**obs, "unsupported": "no architecture of the family in vLLM's model registry"}
+    fallback = arch is None  # vLLM then serves the family through its Transformers backend
+    if fallback:
+        arch = vllm_observer.architecture(family, config_obj, None)
+        if arch is None:
+            return {**obs, "unsupported": "no architecture of the family in vLLM's model "
+                                          "registry, and no *ForCausalLM class for its "
+                                          "Transformers backend"}
     try:
         model, recorder, served = vllm_observer.build(arch, config_obj)
     except Exception as exc:
+        if fallback:
+            from .transformers_observation import last_frame
+
+            return {**obs, "unsupported": f"{arch} is not in vLLM's model registry, and its "
+                                          f"Transformers backend refuses it: {last_frame(exc)}"}
         if "failed to be inspected" not in str(exc):
             raise
         return {**obs, "unsupported": "", "problem": (
             f"vLLM cannot import its {arch} module in this environment (its registry's "
             "inspection failed: the multimodal modules import torchvision, which "
             "peers/envs/vllm.txt removes as the registry's build needs CUDA)")}
-    if type(model).__module__.endswith(".transformers") or \
-            type(model).__module__.startswith("vllm.model_executor.models.transformers"):
-        return {**obs, "unsupported": "", "problem": (
-            f"vLLM serves {arch} through its Transformers modeling backend: the rotary is "
-            "transformers' own module (its verdict is the transformers column's)")}
+    if vllm_hf_backend.is_hf_backend(model):
+        return _observe_hf_backend(obs, arch, model, config, config_obj, served)
     obs.update(architecture=f"{type(model).__module__}.{type(model).__name__}",
-               received=recorder.calls, layers=int(config.get("num_hidden_layers") or 0),
+               received=recorder.calls, hub_keys=_plain_keys(recorder.hub_keys),
+               layers=int(config.get("num_hidden_layers") or 0),
                forward=f"{FORWARD}; positions up to max_model_len - 1 = {served - 1} (vLLM "
                        f"refuses longer requests)", calls=[], applied=[])
     try:
         modules = vllm_observer.rotary_modules(model)
     except vllm_observer.LayerNaming as exc:
         return {**obs, "unsupported": "", "problem": str(exc)}
-    offsets = sorted({p for p in table_positions(config_obj) if 100 <= p < served}
-                     | {served - 1})
+    offsets = _offsets(config_obj, served)
     hidden = int(config.get("hidden_size") or 0)
     for index, (name, rope) in list(modules.items()):
         calls = vllm_observer.rotates_in_forward(model, name, rope, hidden)
@@ -103,6 +108,27 @@ def observe(family: Any) -> dict[str, Any]:
         obs["forward"] += (f"; the attention's forward did not run ({why}): every rotary "
                            "module held is applied")
     return obs
+
+
+def _offsets(config_obj: Any, served: int) -> list[int]:
+    from posenc.conformance.sweeps.transformers_families import table_positions
+
+    return sorted({p for p in table_positions(config_obj) if 100 <= p < served} | {served - 1})
+
+
+def _observe_hf_backend(obs: dict[str, Any], arch: str, model: Any, config: dict[str, Any],
+                        config_obj: Any, served: int) -> dict[str, Any]:
+    from . import vllm_hf_backend
+
+    seen = vllm_hf_backend.observe(model, config, _offsets(config_obj, served))
+    if "problem" in seen:
+        return {**obs, "unsupported": "", "problem": seen["problem"]}
+    return {**obs, **seen, "applied": [], "forward": "",
+            "architecture": f"{type(model).__module__}.{type(model).__name__}",
+            "layers": int(config.get("num_hidden_layers") or 0),
+            "backend": f"vLLM serves {arch} through its Transformers modeling backend: "
+                       f"transformers' attention run by vLLM's model runner, positions up to "
+                       f"max_model_len - 1 = {served - 1}"}
 
 
 def judge(family: str, obs: dict[str, Any], pairings: tuple[str, ...] = LAYOUTS,
@@ -148,7 +174,9 @@ def versions() -> dict[str, str]:
 
 def sweep_files() -> list[Path]:
     here = Path(__file__).parent
-    return [here / "vllm.py", here / "vllm_observer.py", here / "engine_judge.py",
+    return [here / "vllm.py", here / "vllm_observer.py", here / "vllm_hub_keys.py",
+            here / "vllm_hf_backend.py",
+            here / "engine_judge.py",
             here / "engine_report.py", here / "transformers_reading.py"]
 
 
@@ -174,7 +202,16 @@ def _verdict(family: Any, known: dict[str, Any]) -> EngineRow:
     row = judge(family.name, obs, known.get("pairings") or LAYOUTS,
                 frozenset(known.get("unrotated", ())))
     row.received = _received(obs.get("received", []))
+    if obs.get("backend"):
+        row.reason = "; ".join(filter(None, [obs["backend"], row.reason]))
+    if obs.get("hub_keys"):
+        row.received = (f"config.json with the checkpoint keys transformers drops "
+                        f"({', '.join(obs['hub_keys'])}); {row.received}")
     return row
+
+
+def _plain_keys(keys: dict[str, Any]) -> list[str]:
+    return [f"{k}={v}" for k, v in keys.items()]
 
 
 def _received(calls: list[dict[str, Any]]) -> str:

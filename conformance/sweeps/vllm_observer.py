@@ -20,14 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from . import vllm_hub_keys
+
 LAYER = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
 PREFILL = 8  # positions 0..7
+SUBLAYER = re.compile(r"self_attn\.(\d+)\.")  # one of several attentions in a block
 HEADS = (2, 1)  # q heads, kv heads of the applied rotation
 
 
-def architecture(family: Any, config: Any, supported: set[str]) -> str | None:
+def architecture(family: Any, config: Any, supported: set[str] | None) -> str | None:
     """The architecture vLLM registers for the family: the config's own ``architectures``,
-    else the transformers module's ``*ForCausalLM`` / ``*ForConditionalGeneration`` classes."""
+    else the transformers module's ``*ForCausalLM`` / ``*ForConditionalGeneration`` classes;
+    ``supported`` None: the first of those, which vLLM's Transformers backend serves where
+    its registry has none (vLLM falls back to it)."""
     import importlib
 
     names = list(getattr(config, "architectures", None) or [])
@@ -37,6 +42,8 @@ def architecture(family: Any, config: Any, supported: set[str]) -> str | None:
                         if n.endswith(("ForCausalLM", "ForConditionalGeneration")))
     except ImportError:
         pass
+    if supported is None:
+        return next((n for n in names if n.endswith("ForCausalLM")), None)
     return next((n for n in names if n in supported), None)
 
 
@@ -47,6 +54,7 @@ class GetRopeRecorder:
     def __init__(self, original: Any) -> None:
         self.original = original
         self.calls: list[dict[str, Any]] = []
+        self.hub_keys: dict[str, Any] = {}  # the checkpoint keys added to the saved config
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.original(*args, **kwargs)
@@ -100,6 +108,7 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
     folder = Path(tempfile.mkdtemp(prefix="posenc-vllm-"))
     config.architectures = [arch]
     config.save_pretrained(folder)
+    hub_keys = vllm_hub_keys.add(folder / "config.json")
     model_config = ModelConfig(model=str(folder), tokenizer=str(folder), skip_tokenizer_init=True,
                                dtype="float32", enforce_eager=True, trust_remote_code=False)
     vllm_config = VllmConfig(model_config=model_config,
@@ -111,7 +120,9 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
         initialize_model_parallel(1, 1)
         model_class, _ = get_model_architecture(model_config)
         recorder = patch_get_rope()
+        recorder.hub_keys = hub_keys
         model = initialize_model(vllm_config, model_class=model_class)
+        random_weights(model)
         try:  # what the loader does once weights are in (the CPU linear layers' kernels)
             import torch
 
@@ -121,18 +132,39 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
     return model, recorder, int(model_config.max_model_len)
 
 
+def random_weights(model: Any) -> None:
+    """Seeded weights in place of the unloaded (uninitialised) ones, before the CPU linear
+    layers pack them: a forward's q and k of a sane size. Buffers (transformers'
+    ``inv_freq``) are left as the model built them."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel():
+                p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float32) * 0.2)
+
+
 def rotary_modules(model: Any) -> dict[int, tuple[str, Any]]:
     """layer index -> (name, the rotary module its attention holds)."""
     from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbeddingBase
 
     out: dict[int, tuple[str, Any]] = {}
     stacks: set[str] = set()
+    found_at: dict[tuple[int, int], tuple[str, Any]] = {}
     for name, module in model.named_modules(remove_duplicate=False):
         if isinstance(module, RotaryEmbeddingBase):
             found = LAYER.search(name + ".")
             if found and "visual" not in name and "vision" not in name:
-                out.setdefault(int(found.group(1)), (name, module))
+                within = SUBLAYER.match(name[found.end():])
+                found_at.setdefault((int(found.group(1)), int(within.group(1)) if within else 0),
+                                    (name, module))
                 stacks.add(name[: found.start()])
+    # LongCat-Flash: two attentions per block (``self_attn.0``, ``.1``), which transformers
+    # numbers as layers 2i and 2i + 1
+    per_block = 1 + max((j for _, j in found_at), default=0)
+    for (i, j), held in found_at.items():
+        out.setdefault(i * per_block + j, held)
     if len(stacks) > 1:  # layers numbered within several stacks (HRM's H and L modules)
         raise LayerNaming(f"its attention layers are numbered within {len(stacks)} stacks "
                           f"({', '.join(sorted(stacks))}): which config layer each is, the "
@@ -192,7 +224,7 @@ def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | 
 
     rope.forward = counted
     for stub in stubs:
-        stub.forward = lambda q, *args, **kwargs: torch.zeros_like(q)
+        stub.forward = _zeros_like_output(stub)
     positions = torch.arange(4, dtype=torch.long)
     if "MRotary" in type(rope).__name__ or getattr(rope, "mrope_section", None):
         positions = positions.expand(3, -1).contiguous()
@@ -206,3 +238,18 @@ def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | 
         for stub in stubs:
             del stub.forward
     return bool(calls)
+
+
+def _zeros_like_output(attention: Any) -> Any:
+    """A stand-in for vLLM's attention op: zeros of its output's shape (``[tokens, heads *
+    head_size_v]``, which differs from q's where the value heads are narrower, MiMo-V2's;
+    a wrong shape corrupts the CPU linear layer after it)."""
+    import torch
+
+    def forward(q: Any, *args: Any, output_shape: Any = None, **kwargs: Any) -> Any:
+        heads, size_v = getattr(attention, "num_heads", None), getattr(attention, "head_size_v", None)
+        if output_shape is None and heads and size_v:
+            output_shape = (q.shape[0], heads * size_v)
+        return q.new_zeros(output_shape) if output_shape is not None else torch.zeros_like(q)
+
+    return forward

@@ -68,7 +68,8 @@ def _observation(mutate: str = "", *, calls_on: tuple[int, ...] = (0, 1)) -> dic
                 width = 16
             if mutate == "interleaved":
                 pairing = "interleaved"
-            y = _rotate(x, offset, base=base, width=width, pairing=pairing)
+            shift = 1 if mutate == "off by one" else 0
+            y = _rotate(x, offset + shift, base=base, width=width, pairing=pairing)
             if mutate == "nope" and layer == 1:
                 y = x
             record = {"layer": layer, "phase": phase, "x": x, "y": _f32(y),
@@ -89,6 +90,7 @@ def test_a_correct_engine_conforms_in_the_familys_pairing() -> None:
     ("base", "rope_theta is not read", "rope_theta"),
     ("full width", "partial rotary width is ignored", "partial_rotary_factor"),
     ("interleaved", "pairs as 'interleaved' where transformers pairs as 'half'", "traditional"),
+    ("off by one", "positions off by +1", "positions / the cache offset"),
 ])
 def test_a_planted_bug_diverges_with_its_diagnosis(mutant: str, diagnosis: str,
                                                    field: str) -> None:

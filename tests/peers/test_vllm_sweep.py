@@ -80,7 +80,11 @@ def test_the_architecture_is_one_vllm_registers() -> None:
 @pytest.mark.parametrize(("family", "verdict"), [
     ("llama", "conforms"), ("qwen2", "conforms"), ("gemma3", "conforms"),
     # hold a rotary on every layer and call it on the sliding ones only (the forward check)
-    ("cohere2", "conforms"), ("exaone4", "conforms")])
+    ("cohere2", "conforms"), ("exaone4", "conforms"),
+    # built only with the checkpoint keys transformers drops (vllm_hub_keys)
+    ("minimax_m2", "conforms"), ("mimo_v2_flash", "conforms"),
+    # two attentions per block, which transformers numbers 2i and 2i + 1
+    ("longcat_flash", "conforms")])
 def test_the_vllm_sweep_on_representative_families(family: str, verdict: str) -> None:
     pytest.importorskip("vllm")
     from posenc.conformance.sweeps.transformers_families import discover
@@ -88,6 +92,74 @@ def test_the_vllm_sweep_on_representative_families(family: str, verdict: str) ->
     row = vllm_sweep.sweep(discover([family]), {})[0]
     assert row.verdict == verdict, row.reason
     assert "get_rope" not in row.received and "head_size=" in row.received
+
+
+def test_the_checkpoint_keys_state_the_same_model(tmp_path) -> None:
+    import json
+
+    from posenc.conformance.sweeps.vllm_hub_keys import add
+
+    saved = tmp_path / "config.json"
+    saved.write_text(json.dumps({
+        "model_type": "minimax_m2", "hidden_size": 64, "num_attention_heads": 4,
+        "head_dim": 32, "rope_parameters": {"rope_theta": 5e6, "partial_rotary_factor": 0.5}}))
+    assert add(saved) == {"rotary_dim": 16, "scoring_func": "sigmoid"}
+    assert json.loads(saved.read_text())["rotary_dim"] == 16
+    saved.write_text(json.dumps({
+        "model_type": "mimo_v2_flash", "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 48, "sliding_window": 4, "layer_types": ["full_attention",
+                                                             "sliding_attention"],
+        "rope_parameters": {"full_attention": {"rope_theta": 5e6, "partial_rotary_factor": 0.5},
+                            "sliding_attention": {"rope_theta": 1e4}}}))
+    added = add(saved)
+    assert added["hybrid_layer_pattern"] == [0, 1]
+    assert (added["rope_theta"], added["swa_rope_theta"], added["partial_rotary_factor"]) == \
+        (5e6, 1e4, 0.5)
+    saved.write_text(json.dumps({"model_type": "glm4_moe", "hidden_size": 64,
+                                 "num_attention_heads": 4, "head_dim": 8}))
+    assert add(saved) == {}  # a key the config has is never replaced
+    saved.write_text(json.dumps({"model_type": "llama"}))
+    assert add(saved) == {}
+
+
+def test_a_partial_rotation_is_padded_to_the_head_in_posenc_s_layout() -> None:
+    torch = pytest.importorskip("torch")
+    from posenc.conformance.sweeps.vllm_hf_backend import to_heads
+
+    x = torch.arange(2 * 3 * 5 * 4, dtype=torch.float32).reshape(1, 3, 5, 4 * 2)[..., :4]
+    xs, ys = to_heads(x, x + 1, 1, 8)
+    assert np.array_equal(ys[..., :4], x.numpy() + 1)
+    assert xs.shape == (1, 3, 5, 8) and xs.dtype == np.float64
+    assert np.array_equal(xs[..., :4], x.numpy()) and not xs[..., 4:].any()
+    xs, _ = to_heads(x.transpose(1, 2), x.transpose(1, 2), 2, 4)  # unsqueeze_dim 2: [b, s, h, d]
+    assert np.array_equal(xs, x.numpy())
+
+
+@pytest.mark.parametrize("family", ["olmo2", "phi", "hunyuan_v1_dense", "hunyuan_v1_moe"])
+def test_families_served_by_vllm_s_transformers_backend_are_checked(family: str) -> None:
+    """OLMo 2, Phi (partial), HunYuan (q and k normalised after the rotation) and its MoE (the
+    fused MoE needs vLLM's forward context) run through transformers' code inside vLLM."""
+    pytest.importorskip("vllm")
+    from posenc.conformance.sweeps.transformers_families import discover
+
+    row = vllm_sweep.sweep(discover([family]), {})[0]
+    assert row.verdict == "conforms", row.reason
+    assert "Transformers modeling backend" in row.reason
+    assert any(f.part == "wiring" for f in row.findings)
+
+
+def test_positions_shifted_inside_vllm_s_transformers_backend_diverge(monkeypatch) -> None:
+    pytest.importorskip("vllm")
+    from transformers.models.olmo2 import modeling_olmo2
+
+    from posenc.conformance.sweeps.transformers_families import discover
+
+    forward = modeling_olmo2.Olmo2RotaryEmbedding.forward
+    monkeypatch.setattr(modeling_olmo2.Olmo2RotaryEmbedding, "forward",
+                        lambda self, x, position_ids: forward(self, x, position_ids + 1))
+    row = vllm_sweep.sweep(discover(["olmo2"]), {})[0]
+    assert row.verdict == "diverges", row.reason
+    assert "positions off by +1" in row.reason, row.reason
 
 
 def test_vllm_llama4_pairs_half_on_rows_its_loader_permutes() -> None:
