@@ -83,13 +83,28 @@ def _converted(arch: str, config: dict[str, Any], weights: dict[str, np.ndarray]
     return meta, tensors
 
 
-def _llama_cpp_rope(x: np.ndarray, mode: str, n_dims: int, base: float) -> np.ndarray:
-    """ggml's rope (ggml-cpu ops.cpp rope_f32) transcribed in float64 for text positions, x
-    [heads, len(POSITIONS), d]: theta_i = p * base^(-2i/n_dims) on the first n_dims features,
-    paired (2i, 2i+1) in mode normal, (i, i + n_dims/2) in neox and in M-RoPE (every section
-    reads the same text position)."""
+def _axes(sections: list[int] | None, vision: bool) -> np.ndarray:
+    """ggml's M-RoPE positions [4, L] (t, h, w, e): a text token's are equal, an image
+    patch's differ (h, w on a grid)."""
+    if not vision:
+        return np.stack([POSITIONS] * 4)
+    return np.stack([POSITIONS, POSITIONS // 3 + 2, POSITIONS % 7, 0 * POSITIONS])
+
+
+def _llama_cpp_rope(x: np.ndarray, mode: str, n_dims: int, base: float,
+                    sections: list[int] | None = None, vision: bool = False) -> np.ndarray:
+    """ggml's rope (ggml-cpu ops.cpp rope_f32 / the M-RoPE cache) transcribed in float64, x
+    [heads, len(POSITIONS), d]: pair i of the first n_dims features turns by
+    p * base^(-2i/n_dims), paired (2i, 2i+1) in mode normal, (i, i + n_dims/2) in neox and
+    M-RoPE, where p is the position of the axis whose section holds i mod sum(sections)."""
     half = n_dims // 2
-    theta = POSITIONS[:, None] * base ** (-2.0 * np.arange(half) / n_dims)
+    pairs = np.arange(half)
+    if sections:
+        axis = np.searchsorted(np.cumsum(sections), pairs % sum(sections), side="right")
+        p = _axes(sections, vision)[axis].T
+    else:
+        p = POSITIONS[:, None]
+    theta = p * base ** (-2.0 * pairs / n_dims)
     cos, sin = np.cos(theta), np.sin(theta)
     y = x.copy()
     a, b = (np.s_[..., 0:n_dims:2], np.s_[..., 1:n_dims:2]) if mode == "normal" else \
@@ -100,10 +115,10 @@ def _llama_cpp_rope(x: np.ndarray, mode: str, n_dims: int, base: float) -> np.nd
 
 
 def _ggml(x: np.ndarray, mode: str, n_dims: int, base: float,
-          sections: list[int] | None = None) -> np.ndarray:
+          sections: list[int] | None = None, vision: bool = False) -> np.ndarray:
     from posenc.backends.peers.ggml import ggml_rope
 
-    pos = np.stack([POSITIONS] * 4) if sections else POSITIONS
+    pos = _axes(sections, vision) if sections else POSITIONS
     return np.asarray(ggml_rope(x.astype(np.float32), pos, n_dims=n_dims, mode=mode,
                                 freq_base=base, sections=sections), dtype=np.float64)
 
@@ -126,9 +141,9 @@ def _cos_sin(theta: np.ndarray) -> tuple[Any, Any]:
 
 
 # -- glm4v / glm_ocr -------------------------------------------------------------------------
-def _glm_case(family: str, rope: dict[str, Any]) -> dict[str, Any]:
+def _glm_case(family: str, rope: dict[str, Any], vision: bool = False) -> dict[str, Any]:
     """Both pipelines' logits for a tiny ``family`` (glm4v or glm_ocr) text config with
-    ``rope`` as its rope_parameters."""
+    ``rope`` as its rope_parameters, at text positions or (``vision``) image-patch ones."""
     import tempfile
 
     import torch
@@ -155,7 +170,7 @@ def _glm_case(family: str, rope: dict[str, Any]) -> dict[str, Any]:
     width = int(d * rope.get("partial_rotary_factor", 1.0))
     inv = float(config["rope_parameters"]["rope_theta"]) ** (-np.arange(0, width, 2) / width)
     assert np.allclose(rotary.inv_freq.numpy(), inv, rtol=1e-6)  # its formula, in float64
-    freqs = torch.from_numpy(np.stack([POSITIONS[:, None] * inv] * 3)[:, None])
+    freqs = torch.from_numpy(_axes(None, vision)[:3, None, :, None] * inv)
     cos = rotary.recomposition_frequencies(freqs.cos())
     sin = rotary.recomposition_frequencies(freqs.sin())
     qt, kt = modeling.apply_rotary_pos_emb(torch.from_numpy(q)[None], torch.from_numpy(k)[None],
@@ -175,10 +190,10 @@ def _glm_case(family: str, rope: dict[str, Any]) -> dict[str, Any]:
     sections = [int(s) for s in meta["glm4.rope.dimension_sections"]]
     assert llama_cpp.source.rope_mode("glm4", *_source_tables(llama_cpp), sections) == "mrope"
     return {"transformers": _logits(qt[0].numpy(), kt[0].numpy()),
-            "llama.cpp": _logits(_llama_cpp_rope(gq, "mrope", n_rot, base),
-                                 _llama_cpp_rope(gk, "mrope", n_rot, base)),
-            "ggml": _logits(_ggml(gq, "mrope", n_rot, base, sections),
-                            _ggml(gk, "mrope", n_rot, base, sections)),
+            "llama.cpp": _logits(_llama_cpp_rope(gq, "mrope", n_rot, base, sections, vision),
+                                 _llama_cpp_rope(gk, "mrope", n_rot, base, sections, vision)),
+            "ggml": _logits(_ggml(gq, "mrope", n_rot, base, sections, vision),
+                            _ggml(gk, "mrope", n_rot, base, sections, vision)),
             "n_rot": n_rot, "head": d}
 
 
@@ -188,12 +203,15 @@ def _source_tables(llama_cpp: Any) -> tuple[dict[str, Any], dict[str, str]]:
             llama_cpp.source.arch_names((src / "llama-arch.cpp").read_text(encoding="utf-8")))
 
 
+@pytest.mark.parametrize("vision", [False, True])
 @pytest.mark.parametrize("family", ["glm4v", "glm_ocr"])
-def test_glm_m_rope_row_reorder_is_a_convention_at_the_same_width(family: str) -> None:
+def test_glm_m_rope_row_reorder_is_a_convention_at_the_same_width(family: str,
+                                                                  vision: bool) -> None:
     """With the width written in the config (published GLM-4.1V configs carry
     partial_rotary_factor 0.5), the converter's normal_to_neox row reorder plus ggml's M-RoPE
-    give transformers' logits: the reorder is exact."""
-    got = _glm_case(family, {"partial_rotary_factor": 0.5, "mrope_section": [2, 1, 1]})
+    give transformers' logits, for text tokens and for image patches (t, h, w apart): the
+    reorder is exact."""
+    got = _glm_case(family, {"partial_rotary_factor": 0.5, "mrope_section": [2, 1, 1]}, vision)
     assert got["n_rot"] == got["head"] // 2
     assert _relative(got["llama.cpp"], got["transformers"]) < 1e-10
     assert _relative(got["ggml"][:, CHECKED][:, :, CHECKED],
