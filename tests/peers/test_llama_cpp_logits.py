@@ -83,7 +83,7 @@ def _converted(arch: str, config: dict[str, Any], weights: dict[str, np.ndarray]
     return meta, tensors
 
 
-def _axes(sections: list[int] | None, vision: bool) -> np.ndarray:
+def _axes(vision: bool) -> np.ndarray:
     """ggml's M-RoPE positions [4, L] (t, h, w, e): a text token's are equal, an image
     patch's differ (h, w on a grid)."""
     if not vision:
@@ -101,7 +101,7 @@ def _llama_cpp_rope(x: np.ndarray, mode: str, n_dims: int, base: float,
     pairs = np.arange(half)
     if sections:
         axis = np.searchsorted(np.cumsum(sections), pairs % sum(sections), side="right")
-        p = _axes(sections, vision)[axis].T
+        p = _axes(vision)[axis].T
     else:
         p = POSITIONS[:, None]
     theta = p * base ** (-2.0 * pairs / n_dims)
@@ -118,7 +118,7 @@ def _ggml(x: np.ndarray, mode: str, n_dims: int, base: float,
           sections: list[int] | None = None, vision: bool = False) -> np.ndarray:
     from posenc.backends.peers.ggml import ggml_rope
 
-    pos = _axes(sections, vision) if sections else POSITIONS
+    pos = _axes(vision) if sections else POSITIONS
     return np.asarray(ggml_rope(x.astype(np.float32), pos, n_dims=n_dims, mode=mode,
                                 freq_base=base, sections=sections), dtype=np.float64)
 
@@ -170,7 +170,7 @@ def _glm_case(family: str, rope: dict[str, Any], vision: bool = False) -> dict[s
     width = int(d * rope.get("partial_rotary_factor", 1.0))
     inv = float(config["rope_parameters"]["rope_theta"]) ** (-np.arange(0, width, 2) / width)
     assert np.allclose(rotary.inv_freq.numpy(), inv, rtol=1e-6)  # its formula, in float64
-    freqs = torch.from_numpy(_axes(None, vision)[:3, None, :, None] * inv)
+    freqs = torch.from_numpy(_axes(vision)[:3, None, :, None] * inv)
     cos = rotary.recomposition_frequencies(freqs.cos())
     sin = rotary.recomposition_frequencies(freqs.sin())
     qt, kt = modeling.apply_rotary_pos_emb(torch.from_numpy(q)[None], torch.from_numpy(k)[None],
