@@ -63,6 +63,21 @@ ADJUDICATED = {
         "llama.cpp converter bug: SolarOpen inherits Glm4MoeModel's partial_rotary_factor "
         "default 0.5 where transformers' SolarOpen defaults to 1.0 (8 of 16 features rotated) "
         "(known-issues.md#llamacpp-converter-solar-open-rotates-half-the-head)"),
+    **{(glm, "no reading posenc knows matches"): (
+        "llama.cpp converter bug: Glm4Model defaults partial_rotary_factor to 0.5 where "
+        f"transformers' {name} defaults to 1.0 (8 of 16 features rotated); its M-RoPE row "
+        "reorder is exact (known-issues.md#llamacpp-converter-glm-41v-and-glm-ocr-rotate-half-"
+        "the-head-without-partial_rotary_factor)") for glm, name in (("glm4v", "Glm4v"),
+                                                                    ("glm_ocr", "GlmOcr"))},
+    ("pocket_tts", "pairs as 'interleaved' where transformers pairs as 'half'"): (
+        "documented convention: llama.cpp converts Kyutai's original in_proj (rows unpermuted) "
+        "and pairs (2i, 2i + 1) as Kyutai's reference does; transformers pairs halves of rows "
+        "its PermuteForRope reorders: equal attention logits in float64 (the sweep pairs "
+        "transformers' rows, which llama.cpp never reads)"),
+    ("hy_v4", "pairs as 'interleaved' where transformers pairs as 'half'"): (
+        "unsettled: llama.cpp pairs (2i, 2i + 1) and transformers halves of the same "
+        "unpermuted rows (logits 0.92 apart); Tencent's reference decides (known-issues.md#"
+        "open-hy_v4-pairs-its-rope-rows-one-way-in-llamacpp-another-in-transformers)"),
 }
 
 
