@@ -75,7 +75,7 @@ def observe(family: Any) -> dict[str, Any]:
             "inspection failed: the multimodal modules import torchvision, which "
             "peers/envs/vllm.txt removes as the registry's build needs CUDA)")}
     if vllm_hf_backend.is_hf_backend(model):
-        return _observe_hf_backend(obs, arch, model, config, config_obj, served)
+        return _observe_hf_backend(obs, arch, model, config, config_obj, served, fallback)
     obs.update(architecture=f"{type(model).__module__}.{type(model).__name__}",
                received=recorder.calls, hub_keys=_plain_keys(recorder.hub_keys),
                layers=int(config.get("num_hidden_layers") or 0),
@@ -117,10 +117,19 @@ def _offsets(config_obj: Any, served: int) -> list[int]:
 
 
 def _observe_hf_backend(obs: dict[str, Any], arch: str, model: Any, config: dict[str, Any],
-                        config_obj: Any, served: int) -> dict[str, Any]:
+                        config_obj: Any, served: int, fallback: bool) -> dict[str, Any]:
     from . import vllm_hf_backend
+    from .transformers_observation import last_frame
 
-    seen = vllm_hf_backend.observe(model, config, _offsets(config_obj, served))
+    try:
+        seen = vllm_hf_backend.observe(model, config, _offsets(config_obj, served))
+    except Exception as exc:  # in transformers' code as vLLM runs it (PhiMoE's router where
+        # vLLM's MoE layer stands, AXK2's indexer without the mask vLLM does not pass)
+        if not fallback:
+            raise
+        return {**obs, "unsupported": f"{arch} is not in vLLM's model registry, and its "
+                                      f"Transformers backend builds it but its forward fails: "
+                                      f"{last_frame(exc)}"}
     if "problem" in seen:
         return {**obs, "unsupported": "", "problem": seen["problem"]}
     return {**obs, **seen, "applied": [], "forward": "",
