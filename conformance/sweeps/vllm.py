@@ -48,7 +48,7 @@ def observe(family: Any) -> dict[str, Any]:
 
     from posenc.conformance.sweeps.transformers_families import table_positions
 
-    from . import mlx_lm_observer, vllm_observer
+    from . import mlx_lm_observer, vllm_composite, vllm_observer
 
     config_obj, config, why = mlx_lm_observer.tiny(family)
     if config is None:
@@ -57,6 +57,8 @@ def observe(family: Any) -> dict[str, Any]:
     arch = vllm_observer.architecture(family, config_obj, set(ModelRegistry.get_supported_archs()))
     if arch is None:
         return {**obs, "unsupported": "no architecture of the family in vLLM's model registry"}
+    if vllm_composite.wants_composite(arch, config_obj):  # a multimodal class: its config
+        config_obj = vllm_composite.composite(config_obj)
     try:
         model, recorder, served = vllm_observer.build(arch, config_obj)
     except Exception as exc:
@@ -149,13 +151,17 @@ def versions() -> dict[str, str]:
 def sweep_files() -> list[Path]:
     here = Path(__file__).parent
     return [here / "vllm.py", here / "vllm_observer.py", here / "engine_judge.py",
-            here / "engine_report.py", here / "transformers_reading.py"]
+            here / "engine_report.py", here / "transformers_reading.py",
+            here / "vllm_composite.py", here / "vllm_torchvision.py"]
 
 
 def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
           progress: Any = None) -> list[EngineRow]:
     """The verdicts on ``families``, each observed in a forked process; ``truth``: the
     transformers sweep's pairings and unrotated layers per family (:func:`.command.truth`)."""
+    from . import vllm_torchvision
+
+    vllm_torchvision.allow_import()  # before anything imports torchvision
     import transformers  # noqa: F401  (imported once, before the forks)
     import vllm.config
     import vllm.distributed
@@ -165,6 +171,8 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
     from vllm.platforms import current_platform
 
     current_platform.get_device_name()  # the platform probe, once
+    if vllm_torchvision.without_extension():
+        vllm_torchvision.inspect_in_process()
 
     return sweep_each(families, truth, progress, _verdict)
 
