@@ -46,6 +46,7 @@ def observe(family: Any) -> dict[str, Any]:
     """What vLLM computes for the family (run in a forked process)."""
     from vllm.model_executor.models.registry import ModelRegistry
 
+    from posenc.conformance.sweeps.transformers_configs import config_dict
     from posenc.conformance.sweeps.transformers_families import table_positions
 
     from . import mlx_lm_observer, vllm_composite, vllm_observer
@@ -57,8 +58,8 @@ def observe(family: Any) -> dict[str, Any]:
     arch = vllm_observer.architecture(family, config_obj, set(ModelRegistry.get_supported_archs()))
     if arch is None:
         return {**obs, "unsupported": "no architecture of the family in vLLM's model registry"}
-    if vllm_composite.wants_composite(arch, config_obj):  # a multimodal class: its config
-        config_obj = vllm_composite.composite(config_obj)
+    text, config_obj = config_obj, vllm_composite.for_vllm(family.name, arch, config_obj)
+    obs["config"] = config = config_dict(text)  # with the fields vllm_composite sets
     try:
         model, recorder, served = vllm_observer.build(arch, config_obj)
     except Exception as exc:

@@ -15,6 +15,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from .transformers_configs import _shrunk_section
+
 # the towers' sizes: small, but consistent with each other (heads divide the widths)
 TOWER = {
     "hidden_size": 64, "embed_dim": 64, "intermediate_size": 64, "num_attention_heads": 4,
@@ -23,24 +25,62 @@ TOWER = {
     "encoder_ffn_dim": 64, "d_model": 64, "vocab_size": 256, "projection_dim": 64,
     "num_experts": 4, "moe_intermediate_size": 32,
 }
+DEPTHS = ("depth", "num_hidden_layers", "num_layers", "encoder_layers")
 # tower fields that must equal the language model's width (the merger's output)
 TO_TEXT = ("out_hidden_size", "text_hidden_size", "output_dim", "out_dim")
 
 
-def composite_class(text_config: Any) -> tuple[type, str] | None:
-    """(transformers' top-level config class that holds ``text_config``'s class as one of its
-    sub-configs, that key), from the text config's own configuration module's package."""
-    package = type(text_config).__module__.rsplit(".", 1)[0]
+# Fields vLLM's classes read that transformers' config classes leave out (or default
+# otherwise): family -> part ("text", "top" or a sub-config's key) -> field -> value, the
+# value a callable of the text config where it follows from its sizes. Only GLM-4V's and
+# GLM-OCR's rotary width is among them: vLLM's Glm4 attention takes a config without
+# ``partial_rotary_factor`` as 0.5, transformers as 1.0; the published checkpoints state 0.5.
+FIELDS: dict[str, dict[str, dict[str, Any]]] = {
+    "glm4v": {"text": {"partial_rotary_factor": 0.5}},
+    "glm_ocr": {"text": {"partial_rotary_factor": 0.5}},
+    "glm4v_moe": {"text": {"head_dim": lambda t: t.hidden_size // t.num_attention_heads}},
+    "qwen3_vl_moe": {"text": {"norm_topk_prob": True}},
+    "qwen3_omni_moe": {"vision_config": {"image_size": 64}},
+    "step3p7": {"vision_config": {"output_dim": None}},
+    "granite4_vision": {"top": {"deepstack_layer_map": []}},
+    "minimax_m3_vl": {"vision_config": {"img_token_compression_config": {}}},
+}
+
+
+def set_fields(config: Any, fields: dict[str, Any], text_config: Any) -> None:
+    for name, value in fields.items():
+        setattr(config, name, value(text_config) if callable(value) else value)
+
+
+def _top_classes(part_cls: type) -> list[type]:
+    """The top-level config classes beside ``part_cls`` (its package's configuration
+    modules) that have sub-configs."""
+    package = part_cls.__module__.rsplit(".", 1)[0]
+    found = []
     for path in sorted(Path(importlib.import_module(package).__file__).parent.glob(
             "configuration_*.py")):
         module = importlib.import_module(f"{package}.{path.stem}")
-        for value in vars(module).values():
-            subs = getattr(value, "sub_configs", None)
-            if isinstance(value, type) and isinstance(subs, dict) and value.__module__ == \
-                    module.__name__:
-                key = next((k for k, c in subs.items() if c is type(text_config)), None)
-                if key is not None:
-                    return value, key
+        found += [value for value in vars(module).values()
+                  if isinstance(value, type) and value.__module__ == module.__name__
+                  and isinstance(getattr(value, "sub_configs", None), dict)
+                  and value is not part_cls]
+    return found
+
+
+def composite_class(part: Any) -> tuple[type, str] | None:
+    """(transformers' top-level config class that holds ``part``'s class as a sub-config,
+    that key): the class named there, else a ``text_config`` its class leaves to
+    ``AutoConfig``."""
+    tops = _top_classes(type(part))
+    for top in tops:
+        key = next((k for k, c in top.sub_configs.items() if c is type(part)), None)
+        if key is not None:
+            return top, key
+    if "Text" in type(part).__name__:
+        auto = [top for top in tops if getattr(top.sub_configs.get("text_config"), "__name__",
+                                                None) == "AutoConfig"]
+        if auto:
+            return auto[0], "text_config"
     return None
 
 
@@ -56,6 +96,10 @@ def shrunk_part(part: Any, text_config: Any) -> Any:
     small = {k: v for k, v in TOWER.items() if isinstance(values.get(k), int)}
     width = int(getattr(text_config, "hidden_size", 0) or 0)
     small.update({k: width for k in TO_TEXT if isinstance(values.get(k), int) and width})
+    layers = next((values[k] for k in DEPTHS if isinstance(values.get(k), int)), None)
+    for key, value in values.items():  # per-layer lists (layer_types) cut to the depth
+        if isinstance(value, list) and layers and len(value) == layers:
+            small[key] = value[:TOWER["depth"]]
     for key in ("fullatt_block_indexes", "deepstack_visual_indexes"):
         if isinstance(values.get(key), list):  # layer indices within the shrunk depth
             small[key] = [i for i in values[key] if i < TOWER["depth"]][:1] or [0]
@@ -65,17 +109,63 @@ def shrunk_part(part: Any, text_config: Any) -> Any:
 def composite(text_config: Any) -> Any:
     """The family's top-level config around ``text_config`` (see the module text): every
     other part as the top-level class's defaults make it (an ``AutoConfig`` part becomes the
-    model type the class names), shrunk."""
+    model type the class names; a part it leaves empty, its class's defaults), shrunk; a
+    top-level config that is itself a part of another (Qwen3-Omni's thinker) is wrapped
+    again."""
     from transformers import PreTrainedConfig
 
     found = composite_class(text_config)
     if found is None:
         raise LookupError(f"no top-level config holds {type(text_config).__name__}")
-    top, key = found
-    default = top(**{key: text_config})
-    parts = {key: text_config}
-    for name in top.sub_configs:
-        part = getattr(default, name, None)
-        if name != key and isinstance(part, PreTrainedConfig):
-            parts[name] = shrunk_part(part, text_config)
-    return top(**parts)
+    config = text_config
+    while found is not None:
+        top, key = found
+        default = top(**{key: config})
+        parts = {key: config}
+        for name, part_cls in top.sub_configs.items():
+            part = getattr(default, name, None)
+            if part is None and isinstance(part_cls, type) and part_cls.__name__ != "AutoConfig":
+                part = part_cls()
+            if name != key and isinstance(part, PreTrainedConfig):
+                parts[name] = shrunk_part(part, text_config)
+        config = top(**parts)
+        found = composite_class(config)
+    return config
+
+
+def for_vllm(family: str, arch: str, text_config: Any) -> Any:
+    """The config vLLM's ``arch`` class is built from: ``text_config`` with the family's
+    :data:`FIELDS` (set in place: the sweep reads the rotary from the same config), wrapped
+    in the family's top-level config where the class wants it."""
+    fields = FIELDS.get(family, {})
+    text_fields = dict(fields.get("text", {}))
+    factor = text_fields.pop("partial_rotary_factor", None)
+    if factor is not None:  # transformers 5 keeps it in rope_parameters, with the sections
+        params = dict(text_config.rope_parameters)
+        section = params.get("mrope_section")
+        if section:
+            params["mrope_section"] = _shrunk_section(section, round(sum(section) * factor))
+        text_config.rope_parameters = {**params, "partial_rotary_factor": factor}
+    set_fields(text_config, text_fields, text_config)
+    if not wants_composite(arch, text_config):
+        return text_config
+    config = composite(text_config)
+    for part, values in fields.items():
+        if part == "top":
+            set_fields(config, values, text_config)
+        elif part != "text":
+            set_fields(_part(config, part), values, text_config)
+    return config
+
+
+def _part(config: Any, key: str) -> Any:
+    """The sub-config ``key`` of ``config`` or of one of its sub-configs (the thinker's)."""
+    found = getattr(config, key, None)
+    if found is not None:
+        return found
+    for name in getattr(config, "sub_configs", {}):
+        inner = getattr(config, name, None)
+        if inner is not None and getattr(inner, key, None) is not None:
+            return getattr(inner, key)
+    raise LookupError(f"{type(config).__name__} has no {key}")
+
