@@ -79,7 +79,8 @@ def observe(family: Any) -> dict[str, Any]:
                forward=f"{FORWARD}; positions up to max_model_len - 1 = {served - 1} (vLLM "
                        f"refuses longer requests)", calls=[], applied=[])
     try:
-        modules = vllm_observer.rotary_modules(model)
+        modules = vllm_composite.renumber(vllm_observer.rotary_modules(model), model,
+                                          obs["layers"])
     except vllm_observer.LayerNaming as exc:
         return {**obs, "unsupported": "", "problem": str(exc)}
     offsets = sorted({p for p in table_positions(config_obj) if 100 <= p < served}

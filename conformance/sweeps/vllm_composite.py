@@ -31,25 +31,34 @@ TO_TEXT = ("out_hidden_size", "text_hidden_size", "output_dim", "out_dim")
 
 
 # Fields vLLM's classes read that transformers' config classes leave out (or default
-# otherwise): family -> part ("text", "top" or a sub-config's key) -> field -> value, the
-# value a callable of the text config where it follows from its sizes. Only GLM-4V's and
-# GLM-OCR's rotary width is among them: vLLM's Glm4 attention takes a config without
-# ``partial_rotary_factor`` as 0.5, transformers as 1.0; the published checkpoints state 0.5.
+# otherwise): family -> part ("text", "top" or a sub-config's key) -> field -> value, or a
+# callable of that part where the value follows from its (shrunk) sizes. None of them
+# touches the rotary but GLM-4V's and GLM-OCR's width: vLLM's Glm4 attention takes a config
+# without ``partial_rotary_factor`` as 0.5, transformers as 1.0; the published checkpoints
+# state 0.5, and the sweep reads the rotary from the config with it.
 FIELDS: dict[str, dict[str, dict[str, Any]]] = {
     "glm4v": {"text": {"partial_rotary_factor": 0.5}},
     "glm_ocr": {"text": {"partial_rotary_factor": 0.5}},
-    "glm4v_moe": {"text": {"head_dim": lambda t: t.hidden_size // t.num_attention_heads}},
+    "glm4v_moe": {"text": {"head_dim": lambda c: c.hidden_size // c.num_attention_heads,
+                           "use_qk_norm": False}},
     "qwen3_vl_moe": {"text": {"norm_topk_prob": True}},
-    "qwen3_omni_moe": {"vision_config": {"image_size": 64}},
-    "step3p7": {"vision_config": {"output_dim": None}},
-    "granite4_vision": {"top": {"deepstack_layer_map": []}},
+    # transformers reads a missing output gate as hidden_act; vLLM asserts on None
+    "qwen4_exp": {"text": {"output_gate_type": lambda c: c.hidden_act}},
+    "qwen3_omni_moe": {"text": {"tie_word_embeddings": False},
+                       "vision_config": {"image_size": 64, "apply_vit_abs_pos_embed": True}},
+    "step3p7": {"vision_config": {"output_dim": None, "width": lambda c: c.hidden_size}},
+    "granite4_vision": {"top": {"deepstack_layer_map": [], "downsample_rate": "1/2"}},
     "minimax_m3_vl": {"vision_config": {"img_token_compression_config": {}}},
+    "muse_glimmer": {"vision_config": {
+        "output_dim": lambda c: c.hidden_size * c.merge_kernel_size ** 2}},
+    "ernie4_5_vl_moe": {"vision_config": {"embed_dim": lambda c: c.hidden_size}},
+    "cohere_compass": {"top": {"tie_word_embeddings": True}},
 }
 
 
-def set_fields(config: Any, fields: dict[str, Any], text_config: Any) -> None:
+def set_fields(config: Any, fields: dict[str, Any]) -> None:
     for name, value in fields.items():
-        setattr(config, name, value(text_config) if callable(value) else value)
+        setattr(config, name, value(config) if callable(value) else value)
 
 
 def _top_classes(part_cls: type) -> list[type]:
@@ -146,15 +155,15 @@ def for_vllm(family: str, arch: str, text_config: Any) -> Any:
         if section:
             params["mrope_section"] = _shrunk_section(section, round(sum(section) * factor))
         text_config.rope_parameters = {**params, "partial_rotary_factor": factor}
-    set_fields(text_config, text_fields, text_config)
+    set_fields(text_config, text_fields)
     if not wants_composite(arch, text_config):
         return text_config
     config = composite(text_config)
     for part, values in fields.items():
         if part == "top":
-            set_fields(config, values, text_config)
+            set_fields(config, values)
         elif part != "text":
-            set_fields(_part(config, part), values, text_config)
+            set_fields(_part(config, part), values)
     return config
 
 
@@ -169,3 +178,15 @@ def _part(config: Any, key: str) -> Any:
             return getattr(inner, key)
     raise LookupError(f"{type(config).__name__} has no {key}")
 
+
+
+def renumber(modules: dict[int, Any], model: Any, layers: int) -> dict[int, Any]:
+    """vLLM's layer index -> the config's, where vLLM numbers each decoder layer's attention
+    and MLP as two layers (Cosmos 3 Edge's ``layers_block_type``: attention at 2i, MLP at
+    2i + 1, for transformers' layer i)."""
+    text = getattr(getattr(model, "language_model", model), "config", None)
+    kinds = list(getattr(text, "layers_block_type", None) or [])
+    if len(kinds) != 2 * layers or any(k == "mlp" for k in kinds[::2]) or \
+            any(k != "mlp" for k in kinds[1::2]):
+        return modules
+    return {index // 2: value for index, value in modules.items()}

@@ -198,7 +198,10 @@ def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | 
         positions = positions.expand(3, -1).contiguous()
     try:
         with torch.no_grad():
-            attention(positions=positions, hidden_states=torch.zeros(4, hidden))
+            # Cosmos 3 Edge's layers call forward_with_positions (its forward is NemotronH's,
+            # without positions)
+            run = getattr(attention, "forward_with_positions", attention)
+            run(positions=positions, hidden_states=torch.zeros(4, hidden))
     except Exception as exc:  # another signature, or a model-level input it needs
         return last_frame(exc)
     finally:
