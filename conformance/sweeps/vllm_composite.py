@@ -56,6 +56,10 @@ FIELDS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+class NotATextConfig(ValueError):
+    """The family's shrunk config holds the text config instead of being it."""
+
+
 def set_fields(config: Any, fields: dict[str, Any]) -> None:
     for name, value in fields.items():
         setattr(config, name, value(config) if callable(value) else value)
@@ -146,6 +150,14 @@ def for_vllm(family: str, arch: str, text_config: Any) -> Any:
     """The config vLLM's ``arch`` class is built from: ``text_config`` with the family's
     :data:`FIELDS` (set in place: the sweep reads the rotary from the same config), wrapped
     in the family's top-level config where the class wants it."""
+    if getattr(text_config, "sub_configs", None) and \
+            getattr(text_config, "num_hidden_layers", None) is None:
+        raise NotATextConfig(
+            f"the family's shrunk config is the top-level {type(text_config).__name__}, "
+            "whose parts the sweep does not shrink (vLLM would build them at full size)")
+    if any(word in type(text_config).__name__ for word in ("Vision", "Audio")):
+        raise NotATextConfig(f"the family's shrunk config is {type(text_config).__name__} "
+                             "(the rotary the sweep picked is another modality's)")
     fields = FIELDS.get(family, {})
     text_fields = dict(fields.get("text", {}))
     factor = text_fields.pop("partial_rotary_factor", None)
