@@ -4,10 +4,10 @@ vLLM's multimodal modules (Qwen2-VL, GLM-4V, ...) import torchvision at module l
 their image processing. The registry's torchvision 0.28.0 (the release paired with torch
 2.13) is a CUDA build whose compiled ``_C`` extension does not load beside torch
 2.13.0+cpu, and no torchvision source could be had here to build a CPU one (see
-docs/engines.md). The sweep's environment therefore installs that release's Python
-package with its compiled parts removed (peers/envs/vllm-tv.txt): its transforms are plain
-torch code and work; its detection ops (``nms``, ``roi_align``, ...) are absent, and
-torchvision already raises for them ("Couldn't load custom C++ ops").
+docs/engines.md). The sweep's environment therefore installs that release with ``--no-deps``
+(peers/sweeps/vllm.txt): torchvision's import catches the failed load of its ``_C`` and goes
+on without its compiled ops; its transforms are plain torch code and work; its detection
+ops (``nms``, ``roi_align``, ...) raise ("Couldn't load custom C++ ops").
 
 What remains is the one import-time step that needs a compiled op: torchvision registers
 fake (meta) kernels for ``torchvision::nms`` and ``torchvision::qnms``, which fails when the
@@ -36,11 +36,21 @@ class TorchvisionOpCalled(RuntimeError):
 
 
 def without_extension() -> bool:
-    """Whether torchvision is installed as its Python package alone (no compiled ``_C``)."""
+    """Whether torchvision is installed without a compiled ``_C`` that loads here (none, or
+    the registry's CUDA build beside a CPU torch)."""
     spec = importlib.util.find_spec("torchvision")
     if spec is None or not spec.origin:
         return False
-    return not any(Path(spec.origin).parent.glob("_C*.so"))
+    compiled = sorted(Path(spec.origin).parent.glob("_C*.so"))
+    if not compiled:
+        return True
+    import torch
+
+    try:  # what torchvision's own import does first; a loaded extension defines the ops
+        torch.ops.load_library(str(compiled[0]))
+    except (OSError, RuntimeError):
+        return True
+    return False
 
 
 def _absent(*args: Any, **kwargs: Any) -> Any:
