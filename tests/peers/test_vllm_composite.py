@@ -143,25 +143,41 @@ def _mrope_f64(x: np.ndarray, rows: np.ndarray, section: list[int], base: float)
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
 
 
-def test_vllm_mrope_against_float64_on_text_and_image_positions() -> None:
-    """The judge's truth for M-RoPE text tokens is posenc.mrope with the three rows equal;
-    here vLLM's MRotaryEmbedding is held to a float64 M-RoPE also on distinct rows."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("vllm.model_executor.layers.rotary_embedding")
+VLLM_MROPE = textwrap.dedent("""
+    import json, sys
+    import numpy as np, torch
+    from posenc.conformance.sweeps import vllm_torchvision
+    vllm_torchvision.allow_import()  # as the sweep's environment needs it
     from posenc.backends.peers.vllm import build
-
-    head, section, base = 16, [2, 3, 3], 10000.0
+    head, section, base, x, rows = json.loads(sys.stdin.read())
     rope = build(head, 4096, {"rope_type": "default", "rope_theta": base,
                               "mrope_section": section}, is_neox_style=True)
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((5, 2, head))
+    q = torch.tensor(np.array(x).reshape(len(x), -1), dtype=torch.float32)
+    out, _ = rope(torch.tensor(rows), q.clone(), q[:, :head].clone())
+    print(json.dumps(out.double().tolist()))
+""")
+
+
+def test_vllm_mrope_against_float64_on_text_and_image_positions() -> None:
+    """The judge's truth for M-RoPE text tokens is posenc.mrope with the three rows equal;
+    here vLLM's MRotaryEmbedding is held to a float64 M-RoPE also on distinct rows (in a
+    child process: torch's thread pool, once started here, would hang the sweeps' forks)."""
+    import importlib.util
+    import json
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed here (nox -s sweep-vllm)")
+    head, section, base = 16, [2, 3, 3], 10000.0
+    x = np.random.default_rng(3).standard_normal((5, 2, head))
     text = np.broadcast_to(np.arange(100, 105), (3, 5)).copy()
     image = np.stack([np.full(5, 7), np.array([0, 0, 1, 1, 2]), np.array([0, 1, 0, 1, 0])])
     for rows in (text, image):
-        q = torch.tensor(x.reshape(5, -1), dtype=torch.float32)
-        out, _ = rope(torch.tensor(rows), q.clone(), q[:, :head].clone())
+        done = subprocess.run([sys.executable, "-c", VLLM_MROPE], capture_output=True,
+                              text=True, timeout=600, input=json.dumps(
+                                  [head, section, base, x.tolist(), rows.tolist()]))
+        assert done.returncode == 0, done.stderr[-2000:]
+        got = np.array(json.loads(done.stdout.strip().splitlines()[-1])).reshape(x.shape)
         want = _mrope_f64(x, rows.astype(np.float64), section, base)
-        got = out.double().numpy().reshape(x.shape)
         assert np.abs(got - want).max() < 1e-4
         wrong = _mrope_f64(x, rows.astype(np.float64), section[::-1], base)  # t, h, w mixed up
         assert (np.abs(got - wrong).max() > 1e-2) == (rows is image)  # only image rows tell
