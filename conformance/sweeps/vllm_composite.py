@@ -155,8 +155,9 @@ def for_vllm(family: str, arch: str, text_config: Any) -> Any:
         raise NotATextConfig(
             f"the family's shrunk config is the top-level {type(text_config).__name__}, "
             "whose parts the sweep does not shrink (vLLM would build them at full size)")
-    if any(word in type(text_config).__name__ for word in ("Vision", "Audio")):
-        raise NotATextConfig(f"the family's shrunk config is {type(text_config).__name__} "
+    name = type(text_config).__name__
+    if "Text" not in name and any(word in name for word in ("Vision", "Audio")):
+        raise NotATextConfig(f"the family's shrunk config is {name} "
                              "(the rotary the sweep picked is another modality's)")
     fields = FIELDS.get(family, {})
     text_fields = dict(fields.get("text", {}))

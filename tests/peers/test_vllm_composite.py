@@ -70,6 +70,9 @@ def test_another_modality_or_an_unshrunk_top_level_config_is_refused() -> None:
     with pytest.raises(vllm_composite.NotATextConfig, match="another modality"):
         vllm_composite.for_vllm("qwen2_vl", "Qwen2VLForConditionalGeneration",
                                 transformers.Qwen2VLVisionConfig())
+    granite = transformers.Granite4VisionTextConfig()  # a text config, "Vision" in its name
+    assert vllm_composite.for_vllm("granite4_vision", "Granite4VisionForCausalLM", granite) \
+        is granite
     with pytest.raises(vllm_composite.NotATextConfig, match="does not shrink"):
         vllm_composite.for_vllm("qwen2_5_omni", "Qwen2_5OmniForConditionalGeneration",
                                 transformers.Qwen2_5OmniConfig())
