@@ -61,7 +61,8 @@ def observe(family: Any) -> dict[str, Any]:
     text, config_obj = config_obj, vllm_composite.for_vllm(family.name, arch, config_obj)
     obs["config"] = config = config_dict(text)  # with the fields vllm_composite sets
     try:
-        model, recorder, served = vllm_observer.build(arch, config_obj)
+        model, recorder, served = vllm_observer.build(
+            arch, config_obj, lambda loaded: vllm_composite.set_parts(family.name, loaded))
     except Exception as exc:
         if "failed to be inspected" not in str(exc):
             raise

@@ -46,12 +46,9 @@ FIELDS: dict[str, dict[str, dict[str, Any]]] = {
     "qwen4_exp": {"text": {"output_gate_type": lambda c: c.hidden_act}},
     "qwen3_omni_moe": {"text": {"tie_word_embeddings": False},
                        "vision_config": {"image_size": 64, "apply_vit_abs_pos_embed": True}},
-    "step3p7": {"vision_config": {"output_dim": None, "width": lambda c: c.hidden_size}},
     "granite4_vision": {"top": {"deepstack_layer_map": [], "downsample_rate": "1/2"}},
-    "minimax_m3_vl": {"vision_config": {"img_token_compression_config": {}}},
     "muse_glimmer": {"vision_config": {
-        "output_dim": lambda c: c.hidden_size * c.merge_kernel_size ** 2}},
-    "ernie4_5_vl_moe": {"vision_config": {"embed_dim": lambda c: c.hidden_size}},
+        "merge_kernel_size": 2, "output_dim": lambda c: c.hidden_size * 2 ** 2}},
     "cohere_compass": {"top": {"tie_word_embeddings": True}},
 }
 
@@ -172,12 +169,19 @@ def for_vllm(family: str, arch: str, text_config: Any) -> Any:
     if not wants_composite(arch, text_config):
         return text_config
     config = composite(text_config)
-    for part, values in fields.items():
+    set_parts(family, config)
+    return config
+
+
+def set_parts(family: str, config: Any) -> None:
+    """The family's :data:`FIELDS` of the top-level config and its parts, set on ``config``:
+    on the one saved, and again on the one vLLM loads (a part's config class drops the
+    fields it does not declare when it is read back)."""
+    for part, values in FIELDS.get(family, {}).items():
         if part == "top":
             set_fields(config, values)
         elif part != "text":
             set_fields(_part(config, part), values)
-    return config
 
 
 def _part(config: Any, key: str) -> Any:

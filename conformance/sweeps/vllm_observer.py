@@ -84,7 +84,7 @@ def patch_get_rope() -> GetRopeRecorder:
     return recorder
 
 
-def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
+def build(arch: str, config: Any, loaded: Any = None) -> tuple[Any, GetRopeRecorder, int]:
     """vLLM's model for ``config`` (a transformers config object) under ``arch``, the
     recorder of its ``get_rope`` calls and the longest sequence vLLM serves for it
     (``max_model_len``: a request past it is refused, so positions past it never reach the
@@ -102,6 +102,8 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
     config.save_pretrained(folder)
     model_config = ModelConfig(model=str(folder), tokenizer=str(folder), skip_tokenizer_init=True,
                                dtype="float32", enforce_eager=True, trust_remote_code=False)
+    if loaded is not None:  # fields the config classes drop on load (vllm_composite.FIELDS)
+        loaded(model_config.hf_config)
     vllm_config = VllmConfig(model_config=model_config,
                              load_config=LoadConfig(load_format="dummy"),
                              device_config=DeviceConfig("cpu"))
