@@ -46,7 +46,9 @@ def observe(family: Any) -> dict[str, Any]:
     """What vLLM computes for the family (run in a forked process)."""
     from vllm.model_executor.models.registry import ModelRegistry
 
-    from . import mlx_lm_observer, vllm_hf_backend, vllm_observer
+    from posenc.conformance.sweeps.transformers_configs import config_dict
+
+    from . import mlx_lm_observer, vllm_composite, vllm_hf_backend, vllm_observer
 
     config_obj, config, why = mlx_lm_observer.tiny(family)
     if config is None:
@@ -60,8 +62,11 @@ def observe(family: Any) -> dict[str, Any]:
             return {**obs, "unsupported": "no architecture of the family in vLLM's model "
                                           "registry, and no *ForCausalLM class for its "
                                           "Transformers backend"}
+    text, config_obj = config_obj, vllm_composite.for_vllm(family.name, arch, config_obj)
+    obs["config"] = config = config_dict(text)  # with the fields vllm_composite sets
     try:
-        model, recorder, served = vllm_observer.build(arch, config_obj)
+        model, recorder, served = vllm_observer.build(
+            arch, config_obj, lambda loaded: vllm_composite.set_parts(family.name, loaded))
     except Exception as exc:
         if fallback:
             from .transformers_observation import last_frame
@@ -75,17 +80,18 @@ def observe(family: Any) -> dict[str, Any]:
             "inspection failed: the multimodal modules import torchvision, which "
             "peers/envs/vllm.txt removes as the registry's build needs CUDA)")}
     if vllm_hf_backend.is_hf_backend(model):
-        return _observe_hf_backend(obs, arch, model, config, config_obj, served, fallback)
+        return _observe_hf_backend(obs, arch, model, config, text, served, fallback)
     obs.update(architecture=f"{type(model).__module__}.{type(model).__name__}",
                received=recorder.calls, hub_keys=_plain_keys(recorder.hub_keys),
                layers=int(config.get("num_hidden_layers") or 0),
                forward=f"{FORWARD}; positions up to max_model_len - 1 = {served - 1} (vLLM "
                        f"refuses longer requests)", calls=[], applied=[])
     try:
-        modules = vllm_observer.rotary_modules(model)
+        modules = vllm_composite.renumber(vllm_observer.rotary_modules(model), model,
+                                          obs["layers"])
     except vllm_observer.LayerNaming as exc:
         return {**obs, "unsupported": "", "problem": str(exc)}
-    offsets = _offsets(config_obj, served)
+    offsets = _offsets(text, served)
     hidden = int(config.get("hidden_size") or 0)
     for index, (name, rope) in list(modules.items()):
         calls = vllm_observer.rotates_in_forward(model, name, rope, hidden)
@@ -184,15 +190,18 @@ def versions() -> dict[str, str]:
 def sweep_files() -> list[Path]:
     here = Path(__file__).parent
     return [here / "vllm.py", here / "vllm_observer.py", here / "vllm_hub_keys.py",
-            here / "vllm_hf_backend.py",
-            here / "engine_judge.py",
-            here / "engine_report.py", here / "transformers_reading.py"]
+            here / "vllm_hf_backend.py", here / "engine_judge.py", here / "engine_report.py",
+            here / "transformers_reading.py", here / "vllm_composite.py",
+            here / "vllm_torchvision.py"]
 
 
 def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
           progress: Any = None) -> list[EngineRow]:
     """The verdicts on ``families``, each observed in a forked process; ``truth``: the
     transformers sweep's pairings and unrotated layers per family (:func:`.command.truth`)."""
+    from . import vllm_torchvision
+
+    vllm_torchvision.allow_import()  # before anything imports torchvision
     import transformers  # noqa: F401  (imported once, before the forks)
     import vllm.config
     import vllm.distributed
@@ -202,6 +211,8 @@ def sweep(families: list[Any], truth: dict[str, dict[str, Any]],
     from vllm.platforms import current_platform
 
     current_platform.get_device_name()  # the platform probe, once
+    if vllm_torchvision.without_extension():
+        vllm_torchvision.inspect_in_process()
 
     return sweep_each(families, truth, progress, _verdict)
 

@@ -92,7 +92,7 @@ def patch_get_rope() -> GetRopeRecorder:
     return recorder
 
 
-def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
+def build(arch: str, config: Any, loaded: Any = None) -> tuple[Any, GetRopeRecorder, int]:
     """vLLM's model for ``config`` (a transformers config object) under ``arch``, the
     recorder of its ``get_rope`` calls and the longest sequence vLLM serves for it
     (``max_model_len``: a request past it is refused, so positions past it never reach the
@@ -111,6 +111,8 @@ def build(arch: str, config: Any) -> tuple[Any, GetRopeRecorder, int]:
     hub_keys = vllm_hub_keys.add(folder / "config.json")
     model_config = ModelConfig(model=str(folder), tokenizer=str(folder), skip_tokenizer_init=True,
                                dtype="float32", enforce_eager=True, trust_remote_code=False)
+    if loaded is not None:  # fields the config classes drop on load (vllm_composite.FIELDS)
+        loaded(model_config.hf_config)
     vllm_config = VllmConfig(model_config=model_config,
                              load_config=LoadConfig(load_format="dummy"),
                              device_config=DeviceConfig("cpu"))
@@ -230,7 +232,10 @@ def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | 
         positions = positions.expand(3, -1).contiguous()
     try:
         with torch.no_grad():
-            attention(positions=positions, hidden_states=torch.zeros(4, hidden))
+            # Cosmos 3 Edge's layers call forward_with_positions (its forward is NemotronH's,
+            # without positions)
+            run = getattr(attention, "forward_with_positions", attention)
+            run(positions=positions, hidden_states=torch.zeros(4, hidden))
     except Exception as exc:  # another signature, or a model-level input it needs
         return last_frame(exc)
     finally:
