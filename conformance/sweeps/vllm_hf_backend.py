@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 ROTATE = "apply_rotary_pos_emb"
+# and DeepSeek-style MLA's, which de-interleaves as it rotates (Mistral 4, Youtu)
+ROTATIONS = (ROTATE, "apply_rotary_pos_emb_interleave")
 PREFILL = 8
 
 
@@ -53,7 +55,8 @@ def _run(model: Any, attentions: dict[int, Any], tokens: Any,
     seen: list[tuple[int, Any, Any, int]] = []
     current = [-1]
     modules = {sys.modules[type(a).__module__] for a in attentions.values()}
-    originals = {m: getattr(m, ROTATE) for m in modules}
+    originals = {(m, name): getattr(m, name) for m in modules for name in ROTATIONS
+                 if hasattr(m, name)}
 
     def recorded(original: Any) -> Any:
         signature = inspect.signature(original)
@@ -76,15 +79,15 @@ def _run(model: Any, attentions: dict[int, Any], tokens: Any,
     hooks = [a.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i))
              for i, a in attentions.items()]
     try:
-        for m, original in originals.items():
-            setattr(m, ROTATE, recorded(original))
+        for (m, name), original in originals.items():
+            setattr(m, name, recorded(original))
         for a in attentions.values():
             a.attn.forward = stub(a.attn)
         with torch.no_grad(), _forward_context(model):
             model(input_ids=tokens, positions=positions)
     finally:
-        for m, original in originals.items():
-            setattr(m, ROTATE, original)
+        for (m, name), original in originals.items():
+            setattr(m, name, original)
         for a in attentions.values():
             a.attn.__dict__.pop("forward", None)
         for hook in hooks:
