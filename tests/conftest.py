@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +59,23 @@ def pe(request: pytest.FixtureRequest):
     if request.param in REQUIRES:
         pytest.importorskip(REQUIRES[request.param])
     return importlib.import_module(f"posenc.backends.{request.param}")
+
+
+# Wall time under ``-n auto``: a parallel run lasts as long as its busiest worker, so the tests
+# marked ``slow`` (subprocesses, compiles: 10-60 s each) start first and the many quick ones
+# fill in behind them; none of the slow ones is left to run alone at the end.
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: xdist may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n``'s default scheduling (``load``) as work stealing: each worker takes half the
+    tests, slow ones first, and an idle worker takes the back of a busy one's queue (``load``
+    would hand the first worker every slow test in one fixed batch). Another ``--dist`` stands."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)

@@ -24,6 +24,7 @@ def _posenc(*args: str, cwd) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=cwd, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_guides_backend_runs_as_shown(tmp_path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "my_backend.py").write_text(_block("# my_backend.py", "python"))
@@ -58,6 +59,7 @@ def test_the_guides_backend_runs_as_shown(tmp_path) -> None:
     assert llama and llama[0]["status"] in ("xfail", "xpass")
 
 
+@pytest.mark.slow
 def test_the_guides_pytest_command_runs(tmp_path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "my_backend.py").write_text(_block("# my_backend.py", "python"))

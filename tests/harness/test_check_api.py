@@ -335,6 +335,7 @@ def run_cli(*args: str, cwd: Any = None) -> Any:
                           text=True, cwd=cwd or os.getcwd(), timeout=600)
 
 
+@pytest.mark.slow
 def test_cli_check_a_function_from_a_file_path_and_from_the_current_directory(tmp_path) -> None:
     (tmp_path / "porter_rope.py").write_text(_MODULE)
     args = ["--map", "base=theta", "--map", "positions=position_ids", "--dtype",
@@ -361,6 +362,7 @@ def test_cli_import_failures_say_how_to_make_the_module_importable(tmp_path) -> 
     assert proc.returncode == 2 and "no file missing_adapter.py" in proc.stderr
 
 
+@pytest.mark.slow
 def test_conformance_backend_from_a_file_path(tmp_path) -> None:
     (tmp_path / "porter_rope.py").write_text(_MODULE)
     (tmp_path / "my_adapter.py").write_text(

@@ -111,6 +111,7 @@ def test_bad_named_is_an_error(porter: Any, named: str, message: str) -> None:
         check(porter.ported_rope, "rope", names=NAMES, named=named, **FAST)
 
 
+@pytest.mark.slow
 def test_cli_named(porter: Any) -> None:
     target = f"{Path(porter.__file__)}:wrong_base_rope"
     maps = ["--map", "positions=position_ids", "--map", "scaling=rope_parameters",

@@ -17,6 +17,7 @@ def failing(backend, **kw) -> dict[str, set[str]]:
     return failing_by_encoding(backend, **kw)
 
 
+@pytest.mark.slow
 def test_the_unbroken_backend_passes() -> None:
     assert failing(get_backend("numpy")) == {}
 

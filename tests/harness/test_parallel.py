@@ -142,6 +142,7 @@ def test_two_workers_give_the_serial_results_and_exit_code(
     assert out_parallel == out_serial
 
 
+@pytest.mark.slow
 def test_a_crashing_worker_reports_its_checks_as_errors(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     code = main(["conformance", "--backend", "numpy", "--backend",
@@ -162,6 +163,7 @@ def test_a_crashing_worker_reports_its_checks_as_errors(tmp_path: Path) -> None:
     assert all("exited with code 3" in m for m in errors)
 
 
+@pytest.mark.slow
 def test_a_silent_worker_times_out_as_an_error(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     start = time.monotonic()
@@ -179,6 +181,7 @@ def test_a_silent_worker_times_out_as_an_error(tmp_path: Path) -> None:
     assert "timed out: no result for 3 s" in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_stopped_run_leaves_its_finished_results(tmp_path: Path, workers: str) -> None:
     marker, report = tmp_path / "marker", tmp_path / "r.json"
@@ -233,6 +236,7 @@ def test_progress_prints_a_line_when_due_with_an_eta(tmp_path: Path) -> None:
     assert lines[-1].endswith(f"running {checks[2].id}")
 
 
+@pytest.mark.slow
 def test_pytest_plugin_runs_under_xdist_and_takes_a_shard() -> None:
     pytest.importorskip("xdist")
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs",

@@ -167,6 +167,7 @@ def test_bf16_angles_grade_reduced() -> None:
                 if r.grade == "reduced" and not r.failed]
 
 
+@pytest.mark.slow
 def test_pytest_plugin_takes_the_profile_from_its_option_or_ini(tmp_path: Any) -> None:
     import subprocess
     import sys

@@ -228,6 +228,7 @@ def test_honest_float32_ropes_pass_the_properties_element_by_element(model: str)
     assert not bad and report.passed, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_a_cache_clamped_at_2048_rows_fails_the_properties_named() -> None:
     report = check(in_torch(float32_rope("pow", ("clamp", 2048))), "rope", framework="torch",
                    dtypes=["float32"], precision="conventional", cases=False, gradients=False,

@@ -7,6 +7,8 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
+
 import posenc
 from posenc.backends import get_backend
 from posenc.catalog import specs
@@ -119,6 +121,7 @@ def test_torch_triton_declares_its_other_encodings_its_own() -> None:
     assert BACKEND.own_code and BACKEND.overrides.keys() == {"rope"}
 
 
+@pytest.mark.slow
 def test_cli_include_posenc_code_labels_the_results(tmp_path) -> None:
     module = tmp_path / "rope_only_adapter.py"
     module.write_text("import dataclasses\nfrom posenc.backends import get_backend\n"

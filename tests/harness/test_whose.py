@@ -122,10 +122,13 @@ def test_a_bug_in_what_posenc_supplies_is_never_the_implementations(monkeypatch:
     assert "given in q's dtype" in report.text()  # what posenc supplies, said with its dtype
 
 
+@pytest.mark.slow
 def test_a_failing_framework_control_is_the_frameworks() -> None:
     """flex_attention's control (compiled vs eager with no score_mod) planted wrong, and the
     check's comparison planted to fail (an allowance below zero): an xfail worded as torch's.
-    In a fresh process: the compiled kernels it builds would stay in this one's Inductor."""
+    In a fresh process: the compiled kernels it builds would stay in this one's Inductor. Only
+    the flex properties run (the others, alibi_[!f]* and alibi_falcon*, are skipped): they are
+    all this test reads, and compiling the rest was two thirds of its time."""
     code = (
         "import json\n"
         "from posenc.conformance import Options, run\n"
@@ -134,13 +137,15 @@ def test_a_failing_framework_control_is_the_frameworks() -> None:
         "flex.output_error_bound = lambda *args, **kwargs: -1e9\n"
         "results = run(Options(backends=['torch'], encodings=['alibi_bias'], dtypes=['float32'],\n"
         "                      modes=['compiled'], cases=False, gradients=False,\n"
+        "                      skip=['*/property:alibi_[!f]*', '*/property:alibi_falcon*'],\n"
         "                      max_examples=2))\n"
         "print(json.dumps([[r.check.name, r.status, r.details.get('whose'), r.message]\n"
-        "                  for r in results if 'flex' in r.check.name]))\n")
+        "                  for r in results]))\n")
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    flex_results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert flex_results, proc.stdout
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    flex_results = [r for r in results if r[0].startswith("alibi_flex_score_mod")]
+    assert flex_results and len(flex_results) == len(results), proc.stdout
     for _, status, whose, message in flex_results:
         assert (status, whose) == ("xfail", "framework"), message
         assert "compiled flex_attention is wrong here" in message

@@ -216,6 +216,7 @@ EXPECTED = {  # family: pairing (bias families: none)
 }
 
 
+@pytest.mark.slow
 def test_the_representative_families_conform() -> None:
     """One test (not a fixture shared by several, which pytest-xdist would run once per
     worker): the ten families CI sweeps, in this process, about 15 s on two cores."""
@@ -244,6 +245,7 @@ def test_the_representative_families_conform() -> None:
 NOPE_SCHEDULES = ("exaone4", "lara_mini", "muse_spark", "mistral_large4", "cohere2_moe")
 
 
+@pytest.mark.slow
 def test_nope_schedules_conform_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """posenc.layer_schedule's rules for families that leave layers unrotated: the rotated
     layers conform, and no layer posenc reads as NoPE was rotated; posenc's reader told to
@@ -297,6 +299,7 @@ def test_no_rope_only_when_the_text_model_ran_and_nothing_rotated(seen: dict,
     assert family_sweep.judge(obs).verdict == verdict
 
 
+@pytest.mark.slow
 def test_kimi_linear_applies_no_rope() -> None:
     """Kimi Linear's MLA carries a qk_rope_head_dim slice and no rotary class: its text
     model, run, rotates nothing (the model card: NoPE in its MLA layers)."""

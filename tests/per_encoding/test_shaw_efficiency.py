@@ -44,6 +44,7 @@ def test_huge_k_costs_only_the_reachable_rows() -> None:
                               max_relative_position=small), rtol=1e-14, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit, imported by inductor
 def test_torch_compile_fullgraph_with_dynamic_lengths() -> None:
     """The effective K (min(K, k_len - 1)) and the table slice must trace once the lengths
