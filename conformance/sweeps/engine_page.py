@@ -66,7 +66,9 @@ def cell(row: dict[str, Any] | None, engine: str) -> str:
     reason = row.get("reason", "")
     evidence = f"{EVIDENCE}/{REPORT.format(engine)}"
     if verdict == "conforms":
-        return f"conforms ({row.get('profile') or '—'})"
+        via = ", through its Transformers backend" if "Transformers modeling backend" in reason \
+            else ""
+        return f"conforms ({row.get('profile') or '—'}{via})"
     if verdict == "diverges":
         adjudication = row.get("adjudication", "")
         link = f"[evidence]({evidence})"
@@ -137,10 +139,13 @@ def markdown(reports: dict[str, dict[str, Any]]) -> str:
         "[families.md](families.md).", "",
         f"Page written {now}. The runs:", "", *_header(reports), "",
         "A cell says **conforms** (with the tightest precision profile every comparison "
-        "meets: `exact`, `conventional` for float32 angles m·θ, `reduced`), **diverges** "
+        "meets: `exact`, `conventional` for float32 angles m·θ, `reduced`; \"through its "
+        "Transformers backend\": vLLM runs transformers' modeling code, its own positions and "
+        "config), **diverges** "
         "(the diagnosis and a link to the evidence: the report, and the known issue where the "
         "divergence is settled as an engine bug), **not supported** (the engine has no model "
-        "code for the family), **not checkable** (why), or **spec gap** (transformers only: a "
+        "code for the family, or, vLLM, its Transformers backend refuses it), **not "
+        "checkable** (why), or **spec gap** (transformers only: a "
         "schedule posenc cannot state yet).", "",
         "| family | model_type | " + " | ".join(ENGINES.values()) + " |",
         "|---|---|" + "---|" * len(ENGINES)]

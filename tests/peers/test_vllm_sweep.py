@@ -135,10 +135,13 @@ def test_a_partial_rotation_is_padded_to_the_head_in_posenc_s_layout() -> None:
     assert np.array_equal(xs, x.numpy())
 
 
-@pytest.mark.parametrize("family", ["olmo2", "phi", "hunyuan_v1_dense", "hunyuan_v1_moe"])
+@pytest.mark.parametrize("family", ["olmo2", "phi", "hunyuan_v1_dense", "hunyuan_v1_moe",
+                                    "mistral4", "helium"])
 def test_families_served_by_vllm_s_transformers_backend_are_checked(family: str) -> None:
     """OLMo 2, Phi (partial), HunYuan (q and k normalised after the rotation) and its MoE (the
-    fused MoE needs vLLM's forward context) run through transformers' code inside vLLM."""
+    fused MoE needs vLLM's forward context), Mistral 4 (MLA, de-interleaving) and Helium (not
+    in vLLM's registry: vLLM falls back to the backend) run through transformers' code inside
+    vLLM."""
     pytest.importorskip("vllm")
     from posenc.conformance.sweeps.transformers_families import discover
 
