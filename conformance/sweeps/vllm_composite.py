@@ -35,7 +35,9 @@ TO_TEXT = ("out_hidden_size", "text_hidden_size", "output_dim", "out_dim")
 # callable of that part where the value follows from its (shrunk) sizes. None of them
 # touches the rotary but GLM-4V's and GLM-OCR's width: vLLM's Glm4 attention takes a config
 # without ``partial_rotary_factor`` as 0.5, transformers as 1.0; the published checkpoints
-# state 0.5, and the sweep reads the rotary from the config with it.
+# state 0.5, and the sweep reads the rotary from the config with it. (Without the key vLLM
+# refuses the config, loudly: its M-RoPE asserts that the sections fill the half width.
+# llama.cpp's converter takes the same 0.5 silently: docs/known-issues.md.)
 FIELDS: dict[str, dict[str, dict[str, Any]]] = {
     "glm4v": {"text": {"partial_rotary_factor": 0.5}},
     "glm_ocr": {"text": {"partial_rotary_factor": 0.5}},
