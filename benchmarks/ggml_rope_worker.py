@@ -8,7 +8,8 @@ subprocess: ggml and torch stay out of each other's process):
 Prints one JSON object: the median seconds of ``rope`` (q ``[S, 32, 128]`` and k ``[S, 8, 128]``,
 ggml's ``[dim, heads, seq]``, neox mode as Llama's half layout, theta 500000, in place as
 llama.cpp's graph runs it) and of ``copy`` (``ggml_cpy`` of q and k into preallocated tensors).
-``rope_least`` and ``copy_least`` are the least of the runs. ggml-cpu's rope takes float32 and
+``rope_least`` and ``copy_least`` are the least of the runs, ``rope_cpu`` and ``copy_cpu`` the
+mean CPU time of a run (all threads, user and system). ggml-cpu's rope takes float32 and
 float16 (no bfloat16).
 """
 
@@ -21,15 +22,19 @@ import time
 import numpy as np
 
 
-def _seconds(run, repeats: int) -> tuple[float, float]:
-    """The median and the least of ``repeats`` timed runs after a warm-up run."""
+def _seconds(run, repeats: int) -> tuple[float, float, float]:
+    """The median and the least of ``repeats`` timed runs after a warm-up run, and their mean
+    CPU time (every thread of the process, user and system; the clock ticks too coarsely to
+    time one run)."""
     run()
     times = []
+    start_cpu = time.process_time()
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return float(np.median(times)), float(np.min(times))
+    cpu = (time.process_time() - start_cpu) / repeats
+    return float(np.median(times)), float(np.min(times)), cpu
 
 
 def _graph(ggml, ctx, nodes):
@@ -71,7 +76,8 @@ def main() -> None:
 
         rope, copy = _seconds(run(rope_graph), args.repeats), _seconds(run(copy_graph), args.repeats)
         result = {"rope": rope[0], "copy": copy[0], "rope_least": rope[1],
-                  "copy_least": copy[1], "version": _version()}
+                  "copy_least": copy[1], "rope_cpu": rope[2], "copy_cpu": copy[2],
+                  "version": _version()}
     finally:
         ggml.ggml_free(ctx)
     print(json.dumps(result))

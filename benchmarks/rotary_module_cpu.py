@@ -12,7 +12,8 @@ ggml-python (``--ggml-python``, or ``$POSENC_GGML_PYTHON``, default /work/envs/g
 in place, float16 for the bfloat16 rows (ggml-cpu's rope has no bfloat16). Decode rows are one
 token (q ``[1, 32, 1, 128]``, k ``[1, 8, 1, 128]``) at position 4096, vs transformers.
 Each row is the least of its medians (``torch.utils.benchmark.Timer.blocked_autorange``; ggml:
-its worker's median of 20 runs) over ``--rounds`` interleaved rounds, and the last column the
+its worker's median of 20 runs; ``--stat least`` or ``cpu`` for a shared machine) over
+``--rounds`` interleaved rounds, and the last column the
 spread of its ratio to ggml within each round; nothing is asserted. Two rows copy q and k into
 new tensors (plain, and advised huge pages as the allocating path's results are): what any
 call returning new tensors pays in page faults. The last row of a case is the time of the first
@@ -44,12 +45,25 @@ DIM = 128
 def _time(fn: Any, threads: int, seconds: float) -> float:
     with torch.no_grad():
         fn()
+        if STAT == "cpu":
+            return _cpu_time(fn, seconds)
         timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
         measured = timer.blocked_autorange(min_run_time=seconds)
-        return min(measured.times) if LEAST else measured.median
+        return min(measured.times) if STAT == "least" else measured.median
 
 
-LEAST = False  # --least: every row's least block time (ggml: its least run) instead of medians
+def _cpu_time(fn: Any, seconds: float) -> float:
+    """The mean CPU time of a call over ``seconds`` of calls (every thread of this process,
+    user and system; the clock ticks too coarsely to time one call): time another process
+    takes from this one is not counted, a thread spinning at a barrier is."""
+    calls, end, start = 0, time.perf_counter() + seconds, time.process_time()
+    while calls < 5 or time.perf_counter() < end:
+        fn()
+        calls += 1
+    return (time.process_time() - start) / calls
+
+
+STAT = "median"  # --stat: median (wall), least (wall: a block's least), cpu (mean CPU time)
 
 
 def _transformers(seq: int) -> Any:
@@ -133,8 +147,8 @@ def _rounds(rows: dict[str, Any], rounds: int, threads: int, seconds: float,
             if fn is None or (isinstance(fn, str) and peer is None):
                 times[name] = None
                 continue
-            t = peer[fn + "_least" if LEAST else fn] if isinstance(fn, str) \
-                else _time(fn, threads, seconds)
+            suffix = {"median": "", "least": "_least", "cpu": "_cpu"}[STAT]
+            t = peer[fn + suffix] if isinstance(fn, str) else _time(fn, threads, seconds)
             times[name] = [*(times.get(name) or []), t]
     return list(times.items())
 
@@ -169,16 +183,17 @@ def main() -> None:
                         help="interleaved rounds; each row reports its least median")
     parser.add_argument("--ggml-python", default=os.environ.get(
         "POSENC_GGML_PYTHON", "/work/envs/ggml/bin/python"))
-    parser.add_argument("--least", action="store_true",
-                        help="each round's least time of a row instead of its median: what a "
-                             "shared machine leaves undisturbed")
+    parser.add_argument("--stat", choices=("median", "least", "cpu"), default="median",
+                        help="median wall time; least: a row's least block (what a shared "
+                             "machine leaves undisturbed); cpu: mean CPU time of a call, all "
+                             "threads (time taken by other processes not counted)")
     args = parser.parse_args()
-    global LEAST
-    LEAST = args.least
+    global STAT
+    STAT = args.stat
     torch.set_num_threads(args.threads)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds, "
-          f"{'least' if LEAST else 'median'} times, load average {load:.2f} at start\n")
+          f"{STAT} times, load average {load:.2f} at start\n")
     print("| case | row | median | of copy | vs ggml | vs ggml, each round |\n"
           "|---|---|---:|---:|---:|---:|")
     for seq in args.seq:
