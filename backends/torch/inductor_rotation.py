@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ INPLACE_TILE_BYTES = 1 << 24  # half the L3 here, below glibc's 32 MiB mmap thre
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 _broken: list[BaseException] = []  # the compile error that turned this path off, if any
+_spent: set[tuple[Any, ...]] = set()  # kinds of call whose kernel reached dynamo's recompile limit
 
 
 def available() -> bool:
@@ -54,17 +56,24 @@ def rotate_compiled(x: torch.Tensor, target: torch.Tensor, cos: torch.Tensor, si
     if not _fits(x, target, cos, sin):
         return False
     seq, dim = int(x.shape[-2]), int(x.shape[-1])
+    key = (target is x, x.dtype, layout, dim)
+    if key in _spent:
+        return False
     flat, cos, sin = x.view(-1, seq, dim), _dynamic(cos, 0), _dynamic(sin, 0)
     try:
+        kernel = _kernel(*key)
         if target is x:
             heads = max(1, INPLACE_TILE_BYTES // (seq * dim * x.element_size()))
             for start in range(0, flat.shape[0], heads):
-                _kernels()[1](_dynamic(flat[start:start + heads], 0, 1), cos, sin, layout)
+                kernel(_dynamic(flat[start:start + heads], 0, 1), cos, sin, layout)
         else:
-            _kernels()[0](_dynamic(flat, 0, 1), _dynamic(target.view(-1, seq, dim), 0, 1), cos,
-                          sin, layout)
+            kernel(_dynamic(flat, 0, 1), _dynamic(target.view(-1, seq, dim), 0, 1), cos, sin,
+                   layout)
+    except torch._dynamo.exc.FailOnRecompileLimitHit:  # this kernel's graphs are used up
+        _spent.add(key)
+        return False
     except Exception as error:  # no compiler, an Inductor bug: the tiled path from now on
-        if isinstance(error, (KeyboardInterrupt, MemoryError)):
+        if isinstance(error, MemoryError):
             raise
         _broken.append(error)
         return False
@@ -112,7 +121,11 @@ def _in_place(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
 
 
 @functools.cache
-def _kernels() -> tuple[Any, Any]:
-    """The two compiled entry points, made on first use (``import posenc`` imports no torch;
-    importing this module compiles nothing)."""
-    return (torch.compile(_into, fullgraph=True), torch.compile(_in_place, fullgraph=True))
+def _kernel(in_place: bool, dtype: torch.dtype, layout: str, dim: int) -> Any:
+    """The compiled entry point for one kind of call, made on first use (importing this module
+    compiles nothing). Each kind gets its own copy of the function's code, so its graphs
+    (threads, a block of one head) count against its own recompile limit, not a shared one."""
+    fn = _in_place if in_place else _into
+    name = f"{fn.__name__}_{str(dtype).removeprefix('torch.')}_{layout}_{dim}"
+    own = types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, name)
+    return torch.compile(own, fullgraph=True)

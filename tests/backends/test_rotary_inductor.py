@@ -36,6 +36,7 @@ def small_calls(monkeypatch):
     monkeypatch.setattr(rotary_embedding, "_FILL_FROM", 1)
     monkeypatch.setattr(inductor_rotation, "INPLACE_TILE_BYTES", 3 * 37 * 64 * 4)
     monkeypatch.setattr(inductor_rotation, "_broken", [])
+    monkeypatch.setattr(inductor_rotation, "_spent", set())
     calls = []
     real = inductor_rotation.rotate_compiled
 
@@ -114,14 +115,28 @@ def test_other_calls_keep_the_tiles_and_match(small_calls, case) -> None:
 
 
 def test_a_compile_error_falls_back_to_the_tiles(small_calls, monkeypatch) -> None:
-    def broken():
+    def broken(*key):
         raise RuntimeError("no C++ compiler")
 
-    monkeypatch.setattr(inductor_rotation, "_kernels", broken)
+    monkeypatch.setattr(inductor_rotation, "_kernel", broken)
     q, k = torch.randn(1, 8, 37, 64), torch.randn(1, 2, 37, 64)
     _check(pe.RotaryEmbedding(64, base=BASE, max_positions=64), q, k, np.arange(37))
     assert small_calls and not any(small_calls)
     assert not inductor_rotation.available()  # remembered: no second attempt
+
+
+def test_a_kernel_past_its_recompile_limit_leaves_the_others(small_calls, monkeypatch) -> None:
+    def spent(*key):
+        def kernel(*args):
+            raise torch._dynamo.exc.FailOnRecompileLimitHit("recompile limit")
+        return kernel
+
+    monkeypatch.setattr(inductor_rotation, "_kernel", spent)
+    q, k = torch.randn(1, 8, 37, 64), torch.randn(1, 2, 37, 64)
+    _check(pe.RotaryEmbedding(64, base=BASE, max_positions=64), q, k, np.arange(37))
+    assert small_calls and not any(small_calls)
+    assert inductor_rotation.available()  # only those kinds of call take the tiles
+    assert (True, torch.float32, "half", 64) in inductor_rotation._spent
 
 
 def test_a_wrong_sign_fails_the_check(small_calls, monkeypatch) -> None:
@@ -147,3 +162,26 @@ def test_inference_mode_and_fresh_results_are_plain_tensors(small_calls) -> None
         got_q, got_k = rot(q, torch.arange(37), k=k)
     assert relative_error(got_q, rotated64(q, np.arange(37))) < 4e-6
     assert got_q.is_contiguous() and got_k.shape == k.shape
+
+
+@pytest.mark.parametrize("form", ["yarn", "longrope", "llama3", "ntk_alpha", "partial"])
+@pytest.mark.parametrize("seq", [15, 37])  # LongRoPE: short factors, then long (37 > 20)
+def test_schedules_through_the_loop_match_float64_rope(small_calls, form, seq) -> None:
+    """Every schedule's table (attention factor, LongRoPE's switch, interleaved pairs) reaches
+    the compiled loop as it reaches the tiles: the module matches ``posenc.rope`` run in
+    float64."""
+    import posenc
+    from tests.backends.test_rotary_embedding_schedules import SCHEDULES
+
+    scaling, kwargs = SCHEDULES[form]
+    config = {**kwargs, "scaling": scaling or None}
+    q, k = torch.randn(1, 8, seq, 16), torch.randn(1, 2, seq, 16)
+    positions = torch.arange(seq)
+    want = [posenc.rope(t.double(), positions, **config) for t in (q, k)]
+    for max_positions in (64, None):
+        rot = pe.RotaryEmbedding(16, **config, max_positions=max_positions)
+        with torch.no_grad():
+            got = rot(q, positions, k=k)
+        for g, w in zip(got, want, strict=True):
+            assert float((g.double() - w).abs().max() / w.abs().max()) < 4e-6, max_positions
+    assert any(small_calls) == (form != "partial")  # a partial rotary_dim keeps the tiles
