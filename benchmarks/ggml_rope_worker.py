@@ -8,7 +8,9 @@ subprocess: ggml and torch stay out of each other's process):
 Prints one JSON object: the median seconds of ``rope`` (q ``[S, 32, 128]`` and k ``[S, 8, 128]``,
 ggml's ``[dim, heads, seq]``, neox mode as Llama's half layout, theta 500000, in place as
 llama.cpp's graph runs it) and of ``copy`` (``ggml_cpy`` of q and k into preallocated tensors).
-ggml-cpu's rope takes float32 and float16 (no bfloat16).
+``rope_least`` and ``copy_least`` are the least of the runs, ``rope_cpu`` and ``copy_cpu`` the
+mean CPU time of a run (all threads, user and system). ggml-cpu's rope takes float32 and
+float16 (no bfloat16).
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ import time
 import numpy as np
 
 
-def _median_seconds(run, repeats: int) -> float:
+def _seconds(run, repeats: int) -> tuple[float, float, float]:
+    """The median and the least of ``repeats`` timed runs after a warm-up run, and their mean
+    CPU time (every thread of the process, user and system; the clock ticks too coarsely to
+    time one run)."""
     run()
     times = []
+    start_cpu = time.process_time()
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    cpu = (time.process_time() - start_cpu) / repeats
+    return float(np.median(times)), float(np.min(times)), cpu
 
 
 def _graph(ggml, ctx, nodes):
@@ -67,8 +74,9 @@ def main() -> None:
         def run(graph):
             return lambda: ggml.ggml_graph_compute_with_ctx(ctx, graph, args.threads)
 
-        result = {"rope": _median_seconds(run(rope_graph), args.repeats),
-                  "copy": _median_seconds(run(copy_graph), args.repeats),
+        rope, copy = _seconds(run(rope_graph), args.repeats), _seconds(run(copy_graph), args.repeats)
+        result = {"rope": rope[0], "copy": copy[0], "rope_least": rope[1],
+                  "copy_least": copy[1], "rope_cpu": rope[2], "copy_cpu": copy[2],
                   "version": _version()}
     finally:
         ggml.ggml_free(ctx)

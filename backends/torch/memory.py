@@ -1,10 +1,16 @@
-"""Whether two torch tensors share memory: what in-place and ``out=`` rotation must know."""
+"""Memory for in-place and ``out=`` rotation: whether two torch tensors share it, and fresh
+results that fault few pages."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import sys
+from typing import Any
+
 import torch
 
-__all__ = ["may_overlap", "same_view"]
+__all__ = ["empty_for_writing", "may_overlap", "same_view"]
 
 
 def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -56,3 +62,38 @@ def _disjoint_slices(a: torch.Tensor, b: torch.Tensor) -> bool:
         if m != 0:
             return False
     return False
+
+
+# glibc's largest mmap threshold: a CPU tensor from this size on is a mapping of its own,
+# unmapped when freed, so advice given to its pages goes with it
+_OWN_MAPPING_BYTES = 32 << 20
+_HUGE_PAGE = 2 << 20
+_MADV_HUGEPAGE = 14
+
+
+def empty_for_writing(shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """``torch.empty`` for a result about to be written in full. On Linux CPU, a tensor of
+    its own mapping is advised ``MADV_HUGEPAGE`` before its first touch: its first writes
+    then fault 2 MiB pages instead of 4 KiB ones (what ``THP_MEM_ALLOC_ENABLE=1`` does for
+    every allocation, here for this tensor only). Nothing else in the process changes."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    nbytes = out.numel() * out.element_size()
+    if out.device.type == "cpu" and nbytes >= _OWN_MAPPING_BYTES and _libc() is not None:
+        start = -(-out.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
+        stop = (out.data_ptr() + nbytes) // _HUGE_PAGE * _HUGE_PAGE
+        if stop > start:  # advice only: a kernel without transparent huge pages ignores it
+            _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start),
+                            _MADV_HUGEPAGE)
+    return out
+
+
+@functools.cache
+def _libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        return libc
+    except (OSError, AttributeError):
+        return None

@@ -16,7 +16,8 @@ from posenc.encodings.rope import position_schedule, rope_cos_sin
 from posenc.errors import ParameterError
 
 from . import native as torch_native
-from .memory import may_overlap, same_view
+from .inductor_rotation import rotate_compiled
+from .memory import empty_for_writing, may_overlap, same_view
 from .native import pair_views
 from .qk_pair import check_pair
 from .rotary_kernel_route import kernel_rotation
@@ -216,12 +217,11 @@ class RotaryEmbedding(nn.Module):
                         else self._cos_sin(xp, q, positions))
             rd, layout = self._schedule.rotary_dim, self._layout
             if outs is None and _fills_new_tensors(xs, cos, sin):
-                outs, direct = tuple(torch.empty(x.shape, dtype=x.dtype, device=x.device)
+                outs, direct = tuple(empty_for_writing(x.shape, x.dtype, x.device)
                                      for x in xs), True
             if outs is not None and direct:
-                cos_h, sin_h = pair_views(cos, rd, layout)[0], pair_views(sin, rd, layout)[1]
                 for x, target in zip(xs, outs, strict=True):
-                    _rotate_into(x, target, cos_h, sin_h, rd, layout)
+                    _rotate_into(x, target, cos, sin, rd, layout)
                 return outs[0] if k is None else outs
             results = tuple(_rotate_full(x, cos, sin, rd, layout) for x in xs)
         else:  # one cos/sin for q and k
@@ -329,15 +329,21 @@ def _rotate_full(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rd: int,
 
 def _rotate_into(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: int,
                  layout: str) -> None:
-    """``target[..., :rd]`` = x rotated (``target`` may be ``x`` itself); the rest copied. In
-    cache-sized tiles on CPU; 16-bit inputs in float32 like rope(). With autograd or a
-    functorch wrapper (no out= ops), the rotation is made and then copied."""
+    """``target[..., :rd]`` = x rotated by the full-width ``cos`` and signed ``sin``
+    (``target`` may be ``x`` itself); the rest copied. A large CPU call is one Inductor loop
+    (inductor_rotation.py), else cache-sized tiles; 16-bit inputs in float32 like rope().
+    With autograd or a functorch wrapper (no out= ops), the rotation is made and then
+    copied."""
     if torch_native.out_ops_allowed(x, target) and torch_native.out_ops_allowed(cos, sin) \
             and x.dtype in (cos.dtype, torch.bfloat16, torch.float16):
-        rotate_tiled(x, target, cos, sin, rd, layout)
+        if rd == x.shape[-1] and rotate_compiled(x, target, cos, sin, layout):
+            return
+        cos_h, sin_h = pair_views(cos, rd, layout)[0], pair_views(sin, rd, layout)[1]
+        rotate_tiled(x, target, cos_h, sin_h, rd, layout)
         return
+    cos_h, sin_h = pair_views(cos, rd, layout)[0], pair_views(sin, rd, layout)[1]
     xp = array_api.namespace(x=x)
-    target.copy_(rotary.apply_cos_sin(xp, x, cos, sin, rotary_dim=rd, layout=layout))
+    target.copy_(rotary.apply_cos_sin(xp, x, cos_h, sin_h, rotary_dim=rd, layout=layout))
 
 
 _HARNESS_TABLE = 4096  # rows of the harness's cos/sin tables; positions beyond use rope()

@@ -42,14 +42,14 @@ def rotated64(x: torch.Tensor, positions: np.ndarray, *, rotary_dim: int | None 
     return out
 
 
-def _error(got: torch.Tensor, want: np.ndarray) -> float:
+def relative_error(got: torch.Tensor, want: np.ndarray) -> float:
     return float(np.abs(got.double().numpy() - want).max() / np.abs(want).max())
 
 
 TOLERANCE = {torch.float32: 4e-6, torch.bfloat16: 2 ** -7}
 
 
-def _paths(rot, q, k, positions):
+def call_paths(rot, q, k, positions):
     """``(name, q', k')`` of the three ways to call the module, inputs left as they were."""
     yield ("new", *rot(q, positions, k=k))
     qo, ko = torch.empty_like(q), torch.empty_like(k)
@@ -73,10 +73,10 @@ def test_every_path_matches_float64(dtype, layout, tile, rotary_dim, monkeypatch
                              max_positions=70001)
     want_q, want_k = (rotated64(t, positions, rotary_dim=rotary_dim, layout=layout)
                       for t in (q, k))
-    for name, got_q, got_k in _paths(rot, q, k, torch.as_tensor(positions)):
+    for name, got_q, got_k in call_paths(rot, q, k, torch.as_tensor(positions)):
         assert got_q.dtype == dtype and got_k.dtype == dtype, name
-        assert _error(got_q, want_q) < TOLERANCE[dtype], (name, _error(got_q, want_q))
-        assert _error(got_k, want_k) < TOLERANCE[dtype], (name, _error(got_k, want_k))
+        assert relative_error(got_q, want_q) < TOLERANCE[dtype], (name, relative_error(got_q, want_q))
+        assert relative_error(got_k, want_k) < TOLERANCE[dtype], (name, relative_error(got_k, want_k))
 
 
 def test_batched_positions_and_exact_phases_match_float64(monkeypatch) -> None:
@@ -85,9 +85,9 @@ def test_batched_positions_and_exact_phases_match_float64(monkeypatch) -> None:
     positions = np.stack([np.arange(40), np.arange(1000, 1040)])
     for rot in (pe.RotaryEmbedding(32, base=BASE, max_positions=2048),
                 pe.RotaryEmbedding(32, base=BASE)):  # no table: phases per call
-        for name, got_q, got_k in _paths(rot, q, k, torch.as_tensor(positions)):
-            assert _error(got_q, rotated64(q, positions)) < 4e-6, name
-            assert _error(got_k, rotated64(k, positions)) < 4e-6, name
+        for name, got_q, got_k in call_paths(rot, q, k, torch.as_tensor(positions)):
+            assert relative_error(got_q, rotated64(q, positions)) < 4e-6, name
+            assert relative_error(got_k, rotated64(k, positions)) < 4e-6, name
 
 
 def test_misplaced_table_rows_fail_the_check(monkeypatch) -> None:
@@ -98,8 +98,8 @@ def test_misplaced_table_rows_fail_the_check(monkeypatch) -> None:
     q, k = torch.randn(1, 4, 300, 64), torch.randn(1, 2, 300, 64)
     positions = np.arange(300)
     rot = pe.RotaryEmbedding(64, base=BASE, max_positions=512)
-    for name, got_q, _ in _paths(rot, q, k, torch.as_tensor(positions)):
-        assert _error(got_q, rotated64(q, positions)) > 1e-3, name
+    for name, got_q, _ in call_paths(rot, q, k, torch.as_tensor(positions)):
+        assert relative_error(got_q, rotated64(q, positions)) > 1e-3, name
 
 
 @pytest.mark.parametrize(("call", "names"), [
