@@ -16,8 +16,9 @@ installed there. None of this runs in CI (``.ci/run``): engine tests skip there,
 
 The engine sweeps (``nox -s sweeps``): each ``peers/sweeps/<engine>.txt`` is the pinned
 environment of ``posenc sweep <engine>`` (session ``sweep-<engine>``), which writes
-``.nox/reports/sweep-<engine>.json`` beside the transformers sweep's report; ``sweeps-page``
-then merges them into docs/engines.md (``posenc sweep --from-reports .nox/reports``).
+``.nox/reports/sweep-<engine>.json``, held to the transformers sweep run in that environment
+(``truth-<engine>.json``); ``sweeps-page`` then sweeps transformers in the calling environment
+and merges the reports into docs/engines.md (``posenc sweep --from-reports .nox/reports``).
 """
 
 from __future__ import annotations
@@ -136,8 +137,11 @@ def run_sweep(session: nox.Session, engine: str) -> None:
     install(session, SWEEP_ENVS / f"{engine}.txt", directives(SWEEP_ENVS / f"{engine}.txt")[1])
     REPORTS.mkdir(parents=True, exist_ok=True)
     env = llama_cpp_source(session) if engine == "llama.cpp" else {}
-    truth = REPORTS / "sweep-transformers.json"
-    session.run("posenc", "sweep", "transformers", "--json", str(truth), "--out", str(REPORTS))
+    # the truth from the transformers pinned beside the engine (vLLM's is older than the
+    # others'); the page's transformers column is sweeps-page's own run
+    truth = REPORTS / f"truth-{engine}.json"
+    session.run("posenc", "sweep", "transformers", "--json", str(truth),
+                "--out", str(REPORTS / f"truth-{engine}"))
     session.run("posenc", "sweep", engine, "--truth", str(truth), "--out", str(REPORTS), env=env)
     own = f"tests/peers/test_{engine.replace('-', '_').replace('.', '_')}_sweep.py"
     tests = ["tests/peers/test_engine_sweeps.py", *([own] if (ROOT / own).exists() else [])]
@@ -175,6 +179,10 @@ def sweeps(session: nox.Session) -> None:
 
 @nox.session(name="sweeps-page", venv_backend="none")
 def sweeps_page(session: nox.Session) -> None:
-    """docs/engines.md from .nox/reports/sweep-*.json (posenc sweep --from-reports)."""
+    """docs/engines.md from .nox/reports/sweep-*.json (posenc sweep --from-reports), with the
+    transformers column swept here, in the calling environment (the project's own)."""
+    session.run("posenc", "sweep", "transformers", "--json",
+                str(REPORTS / "sweep-transformers.json"), "--out", str(REPORTS / "transformers"),
+                external=True)
     session.run("posenc", "sweep", "--from-reports", str(REPORTS), "--out", "docs",
                 external=True)

@@ -103,7 +103,11 @@ def main_args(args: argparse.Namespace) -> int:
         return 2
     if args.library == "transformers":
         from . import transformers_sweep as family_sweep
+        from . import vllm_torchvision
 
+        # in vLLM's environment (its torchvision without a loadable _C), transformers' image
+        # utilities import torchvision too: the truth nox -s sweep-vllm sweeps there
+        vllm_torchvision.allow_import()
         return family_sweep.main_args(args)
     if args.library in NOT_YET:
         print(f"posenc: error: {NOT_YET[args.library]}", file=sys.stderr)
