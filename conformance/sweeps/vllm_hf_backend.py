@@ -67,7 +67,8 @@ def _run(model: Any, attentions: dict[int, Any], tokens: Any,
             bound.apply_defaults()
             axis = int(bound.arguments.get("unsqueeze_dim", 1))  # 1: [b, h, s, d]
             for x, y in zip(args[:2], out[:2], strict=True):
-                seen.append((current[0], x.detach().clone(), y.detach().clone(), axis))
+                if current[0] >= 0:  # inside a text attention (not a vision tower's)
+                    seen.append((current[0], x.detach().clone(), y.detach().clone(), axis))
             return out
         return call
 
@@ -78,6 +79,8 @@ def _run(model: Any, attentions: dict[int, Any], tokens: Any,
 
     hooks = [a.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i))
              for i, a in attentions.items()]
+    hooks += [a.register_forward_hook(lambda _m, _a, _o: current.__setitem__(0, -1))
+              for a in attentions.values()]
     try:
         for (m, name), original in originals.items():
             setattr(m, name, recorded(original))
