@@ -121,23 +121,31 @@ def _metadata(arch: str, model_cls: Any, config: dict[str, Any], folder: Path
     for name, tensor in inner.generate_extra_tensors():
         inner.gguf_writer.add_tensor(name, np.asarray(tensor, dtype=np.float32))
     meta_perm = _q_rows(model)
-    writer = inner.gguf_writer
-    writer.write_header_to_file(path=folder / "tiny.gguf")
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    reader = gguf.GGUFReader(folder / "tiny.gguf")
-    meta = {}
-    for key, value in reader.fields.items():
-        try:
-            meta[key] = value.contents()
-        except Exception:  # a field gguf cannot decode is not a rope field
-            continue
+    meta, reader = written_and_read(inner.gguf_writer, folder / "tiny.gguf")
     tensors = {t.name: np.array(t.data, dtype=np.float64) for t in reader.tensors
                if "rope" in t.name}
     if meta_perm is not None:
         meta["posenc.q_rows"] = meta_perm
     return meta, tensors
+
+
+def written_and_read(writer: Any, path: Path) -> tuple[dict[str, Any], Any]:
+    """``writer`` (a converter's ``gguf_writer``) written to ``path`` and read back: (key ->
+    value of every field gguf can decode, the ``GGUFReader``)."""
+    import gguf
+
+    writer.write_header_to_file(path=path)
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(path)
+    meta = {}
+    for key, field in reader.fields.items():
+        try:
+            meta[key] = field.contents()
+        except Exception:  # a field gguf cannot decode is not one the sweep reads
+            continue
+    return meta, reader
 
 
 def _q_rows(model: Any) -> list[int] | None:

@@ -57,6 +57,7 @@ def _converted(arch: str, config: dict[str, Any], weights: dict[str, np.ndarray]
     import gguf
     import torch
 
+    from posenc.conformance.sweeps import llama_cpp
     from posenc.conformance.sweeps.mlx_lm_observer import hub_config
 
     conversion = importlib.import_module("conversion")
@@ -68,18 +69,7 @@ def _converted(arch: str, config: dict[str, Any], weights: dict[str, np.ndarray]
         bid = int(name.split("layers.")[1].split(".")[0]) if "layers." in name else None
         for new, tensor in model.modify_tensors(torch.from_numpy(array), name, bid):
             model.gguf_writer.add_tensor(new, np.ascontiguousarray(tensor.numpy()))
-    writer = model.gguf_writer
-    writer.write_header_to_file(path=folder / "tiny.gguf")
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    reader = gguf.GGUFReader(folder / "tiny.gguf")
-    meta = {}
-    for key, field in reader.fields.items():
-        try:
-            meta[key] = field.contents()
-        except Exception:  # a field gguf cannot decode is not one these tests read
-            continue
+    meta, reader = llama_cpp.written_and_read(model.gguf_writer, folder / "tiny.gguf")
     tensors = {t.name: np.array(t.data, dtype=np.float64).reshape(
         [int(n) for n in reversed(t.shape)]) for t in reader.tensors}
     return meta, tensors
