@@ -27,7 +27,7 @@ from .errors import SpecError
 from .paths import spec_dir
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml: 8x faster
     """YAML loader that rejects duplicate keys and reads ``1e4`` as a float (YAML 1.2 style)."""
 
 
