@@ -10,10 +10,12 @@ integers: no floating-point logarithm anywhere.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
 
+@lru_cache(maxsize=1 << 16)  # the same distances recur on every row (and every call)
 def _ceil_x(a, mid, max_position):
     """``ceil(ln(a/mid)/ln((max_position − 1)/mid)·(mid − 1))`` for an integer ``a > mid``."""
     left = a ** (mid - 1)  # a^(mid−1)·mid^n for n = 0

@@ -53,15 +53,24 @@ def rope(x, positions, *, base, layout, rotary_dim, scaling, seq_len):
     positions = None if positions is None else _positions(x, positions)
     rd, thetas, attention = _schedule(x, positions, rotary_dim, base, scaling, seq_len)
     positions = _positions(x, positions)
+    a, b = (list(side) for side in zip(*_pairs(rd, layout), strict=True))
+    # each position's cos and sin once, each entry math.cos/math.sin of the exact float64
+    # angle m·theta_i (a row of x then rotates with elementwise float64 products: the same
+    # numbers as pair by pair)
+    values, rows = np.unique(positions, return_inverse=True)
+    cos = np.empty((len(values), len(a)))
+    sin = np.empty((len(values), len(a)))
+    for u, m in enumerate(values.astype(np.float64).tolist()):
+        for i in range(len(a)):
+            cos[u, i] = math.cos(m * thetas[i]) * attention
+            sin[u, i] = math.sin(m * thetas[i]) * attention
+    cos, sin = cos[rows.reshape(positions.shape)], sin[rows.reshape(positions.shape)]
+    if positions.ndim == 2:  # [batch, seq, pairs] lines up with x[b, ..., s, :]
+        cos, sin = (t.reshape(t.shape[0], *([1] * (x.ndim - 3)), *t.shape[1:]) for t in (cos, sin))
     out = x.copy()
-    for idx in np.ndindex(x.shape[:-1]):
-        s = idx[-1]
-        m = float(positions[s] if positions.ndim == 1 else positions[idx[0], s])
-        for i, (a, b) in enumerate(_pairs(rd, layout)):
-            c, sn = math.cos(m * thetas[i]) * attention, math.sin(m * thetas[i]) * attention
-            xa, xb = x[idx][a], x[idx][b]
-            out[(*idx, a)] = xa * c - xb * sn
-            out[(*idx, b)] = xb * c + xa * sn
+    xa, xb = x[..., a], x[..., b]
+    out[..., a] = xa * cos - xb * sin
+    out[..., b] = xb * cos + xa * sin
     return out
 
 

@@ -10,10 +10,12 @@ rational numbers, so no logarithm (and no rounding) is ever evaluated.
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
 
+@lru_cache(maxsize=1 << 16)  # the same distances recur on every row (and every call)
 def _bucket(relative_position: int, bidirectional: bool, num_buckets: int,
             max_distance: int) -> int:
     """Bucket of one key-minus-query distance."""
