@@ -69,6 +69,18 @@ def test_a_drifted_value_blames_the_golden_not_the_backend(goldens: Path) -> Non
     assert "drifted" in results["linear_scaling"].message
 
 
+def test_a_drift_after_a_clean_run_in_the_same_process_is_still_found(goldens: Path) -> None:
+    """Each case's regeneration is kept for the process (conformance/golden_gate.py); the
+    stored numbers are read and compared on every run."""
+    assert {r.status for r in _rope_cases().values()} == {"pass"}
+
+    def drift(arrays):
+        arrays["two_dims/out"] = arrays["two_dims/out"] * (1 + 1e-9)
+
+    _edit(goldens, "rope", drift)
+    _only_golden_errors(_rope_cases(), {"two_dims"})
+
+
 def test_an_output_stored_as_float32_blames_the_golden(goldens: Path) -> None:
     def narrow(arrays):
         arrays["two_dims/out"] = arrays["two_dims/out"].astype(np.float32)
