@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -138,7 +139,13 @@ class TorchNative(native.Native):
         return rows.unfold(1, k_len, 1).flip(1).contiguous()
 
     def constant_result(self, fn: Any) -> Any:
-        return torch.compiler.assume_constant_result(fn)
+        if "torch._dynamo" in sys.modules:
+            return torch.compiler.assume_constant_result(fn)
+        # The public call imports dynamo, a second that an eager-only process never needs. The
+        # mark it sets is the one set here (tests/per_encoding/test_deberta_compile.py holds
+        # the two to each other).
+        fn._dynamo_marked_constant = True
+        return fn
 
 
 def _fills_one_new_tensor(head: Any, cos: Any, sin: Any) -> bool:
