@@ -49,6 +49,16 @@ def _probe(seen: list[tuple[str, bool, Any]]) -> Any:
     return probed
 
 
+# the settings are the run's, not a case's: a few cases show them (each case JAX compiles anew)
+FEW = ("half_default_positions", "batched_left_padding", "decode_one_token")
+
+
+def _all_cases_but(keep: tuple[str, ...]) -> list[str]:
+    from posenc.catalog import specs
+
+    return [f"*/case:{c.name}" for c in specs()["rope"].cases if c.name not in keep]
+
+
 def _flags_by_dtype(seen: list[tuple[str, bool, Any]]) -> dict[str, set[tuple[bool, Any]]]:
     out: dict[str, set[tuple[bool, Any]]] = {}
     for dtype, x64, precision in seen:
@@ -60,7 +70,7 @@ def test_x64_is_on_around_the_float64_checks_only_and_matmul_precision_is_the_ca
     assert not jax.config.jax_enable_x64  # the test runs JAX at its defaults
     seen: list[tuple[str, bool, Any]] = []
     report = check(_probe(seen), "rope", names=NAMES, framework="jax",
-                   dtypes=["float64", "float32", "bfloat16"], **CASES)
+                   dtypes=["float64", "float32", "bfloat16"], skip=_all_cases_but(FEW), **CASES)
     assert report.in_scope and not [r for r in report.results if r.status == "error"], report.text()
     flags = _flags_by_dtype(seen)
     assert flags == {"float64": {(True, None)}, "float32": {(False, None)},
@@ -98,7 +108,7 @@ def test_a_jax_rope_with_float32_angles_is_graded_as_its_users_run_it() -> None:
 
 def test_posencs_own_jax_backend_keeps_highest_matmul_precision_and_says_so() -> None:
     results = run(Options(backends=["jax"], encodings=["t5_bias"], dtypes=["float32"],
-                          modes=["eager"], max_examples=2, gradients=False))
+                          modes=["eager"], properties=False, gradients=False))
     ran = [r for r in results if r.status != "unsupported"]
     assert ran and all(r.status == "pass" for r in ran), [r.message for r in ran]
     assert {r.details["settings"] for r in ran} == {
