@@ -33,26 +33,23 @@ def test_torch_compile_buckets_and_scores_with_changing_configs() -> None:
                                    scores(q, k, tables[0], tables[1]), rtol=1e-13, atol=1e-13)
 
 
-def test_the_constant_mark_is_torchs_own_and_an_eager_process_skips_dynamo(tmp_path) -> None:
+def test_the_constant_mark_is_torchs_own_and_an_eager_process_skips_dynamo() -> None:
     """posenc marks the threshold search exactly as torch.compiler.assume_constant_result
-    does, without importing dynamo (a second) in a process that never compiles; a compile
-    later in that process gives the eager buckets."""
+    does (so a compile sees what it saw before), without importing dynamo (a second) in a
+    process that never compiles (the test above compiles with the mark)."""
     import subprocess
     import sys
 
     pytest.importorskip("torch")
     code = (
         "import sys, torch, posenc\n"
-        "rel = torch.arange(-300, 300)\n"
-        "eager = posenc.deberta_bucket(rel)\n"
+        "posenc.deberta_bucket(torch.arange(-300, 300))\n"
         "assert 'torch._dynamo' not in sys.modules, 'eager use imported dynamo'\n"
+        "from posenc.encodings import deberta\n"
+        "ours = dict(vars(deberta._compute_thresholds))\n"
         "def f(): pass\n"
         "torch.compiler.assume_constant_result(f)\n"
-        "assert vars(f) == {'_dynamo_marked_constant': True}, vars(f)\n"
-        "compiled = torch.compile(lambda r: posenc.deberta_bucket(r, bucket_size=12,\n"
-        "                                                         max_position=40), fullgraph=True)\n"
-        "torch.testing.assert_close(compiled(rel), posenc.deberta_bucket(rel, bucket_size=12,\n"
-        "                                                                 max_position=40))\n"
+        "assert ours == vars(f) == {'_dynamo_marked_constant': True}, (ours, vars(f))\n"
         "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
