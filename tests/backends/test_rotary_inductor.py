@@ -70,6 +70,25 @@ def test_every_path_matches_float64(small_calls, dtype, layout) -> None:
     assert small_calls and all(small_calls)  # every call ran the compiled loop
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_in_place_in_row_ranges_where_a_head_is_larger_than_a_block(small_calls, monkeypatch,
+                                                                    dtype) -> None:
+    """Blocks of 16 rows of 64 float32 features: each head rotates in place in ranges of
+    rows (16, 16, 5, each contiguous, with its own rows of cos and sin)."""
+    monkeypatch.setattr(inductor_rotation, "INPLACE_TILE_BYTES", 16 * 64 * 4)
+    flat = torch.zeros(3, 37, 64)
+    blocks = list(inductor_rotation._in_place_blocks(flat, torch.zeros(37, 64), torch.zeros(37, 64)))
+    assert [(tuple(b.shape), tuple(c.shape)) for b, c, _ in blocks] == 3 * [
+        ((1, 16, 64), (16, 64)), ((1, 16, 64), (16, 64)), ((1, 5, 64), (5, 64))]
+    assert all(b.is_contiguous() for b, _, _ in blocks)
+    rows = 16 * 4 // dtype.itemsize
+    q, k = torch.randn(1, 8, 37, 64).to(dtype), torch.randn(1, 2, 37, 64).to(dtype)
+    assert rows < 37  # every head in ranges of rows
+    positions = np.array([0, 1, 4096, 70000, *range(5, 38)])
+    _check(pe.RotaryEmbedding(64, base=BASE, max_positions=70001), q, k, positions, dtype)
+    assert small_calls and all(small_calls)
+
+
 def test_exact_phases_without_a_table(small_calls) -> None:
     q, k = torch.randn(2, 4, 37, 64), torch.randn(2, 1, 37, 64)
     positions = np.arange(1000, 1037)
