@@ -334,14 +334,14 @@ def _rotate_into(x: torch.Tensor, target: torch.Tensor, cos: Any, sin: Any, rd: 
     (inductor_rotation.py), else cache-sized tiles; 16-bit inputs in float32 like rope().
     With autograd or a functorch wrapper (no out= ops), the rotation is made and then
     copied."""
-    if torch_native.out_ops_allowed(x, target) and torch_native.out_ops_allowed(cos, sin) \
-            and x.dtype in (cos.dtype, torch.bfloat16, torch.float16):
-        if rd == x.shape[-1] and rotate_compiled(x, target, cos, sin, layout):
-            return
-        cos_h, sin_h = pair_views(cos, rd, layout)[0], pair_views(sin, rd, layout)[1]
-        rotate_tiled(x, target, cos_h, sin_h, rd, layout)
+    out_ops = torch_native.out_ops_allowed(x, target) and torch_native.out_ops_allowed(cos, sin) \
+        and x.dtype in (cos.dtype, torch.bfloat16, torch.float16)
+    if out_ops and rd == x.shape[-1] and rotate_compiled(x, target, cos, sin, layout):
         return
     cos_h, sin_h = pair_views(cos, rd, layout)[0], pair_views(sin, rd, layout)[1]
+    if out_ops:
+        rotate_tiled(x, target, cos_h, sin_h, rd, layout)
+        return
     xp = array_api.namespace(x=x)
     target.copy_(rotary.apply_cos_sin(xp, x, cos_h, sin_h, rotary_dim=rd, layout=layout))
 
