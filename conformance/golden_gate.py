@@ -111,10 +111,10 @@ def verify(spec: Spec, directory: Path | None = None) -> VerifiedGolden:
         return whole(str(exc))
 
     stale = []
-    if entry.get("spec_hash") != spec.content_hash():
+    hashes = (spec.content_hash(), golden.reference_hash(spec))
+    if entry.get("spec_hash") != hashes[0]:
         stale.append("the spec changed since the golden was made")
-    reference_hash = golden.reference_hash(spec)
-    if entry.get("reference_hash") != reference_hash:
+    if entry.get("reference_hash") != hashes[1]:
         stale.append("the reference (or the input generators) changed since it was made")
     expected_names: set[str] = set()
     for case in spec.cases:
@@ -137,7 +137,7 @@ def verify(spec: Spec, directory: Path | None = None) -> VerifiedGolden:
                for d in spec.inputs}
         stored = golden.GoldenCase(case.name, dict(case.params), ins,
                                    arrays[f"{case.name}/out"], meta.get("angle_bound", 0.0))
-        problems += _against_regeneration(spec, file, stored, stale, reference_hash)
+        problems += _against_regeneration(spec, file, stored, stale, hashes)
         if not problems:
             result.golden.cases[case.name] = stored
     extra = sorted(n for n in arrays
@@ -157,25 +157,26 @@ def verify(spec: Spec, directory: Path | None = None) -> VerifiedGolden:
     return result
 
 
-# Each case's regeneration by (spec content, reference source, case name): the same for every
-# Runner of a process, and most of what verifying a golden costs. Only compared, never judged
-# against, so no caller can change one.
+# Each case's regeneration by (spec content hash, reference source hash, case name): the same
+# for every Runner of a process, and most of what verifying a golden costs. Only compared,
+# never judged against, so no caller can change one.
 _REGENERATED: dict[tuple[str, str, str], golden.GoldenCase] = {}
 
 
-def _regenerated(spec: Spec, name: str, reference_hash: str) -> golden.GoldenCase:
-    key = (spec.content_hash(), reference_hash, name)
+def _regenerated(spec: Spec, name: str, hashes: tuple[str, str]) -> golden.GoldenCase:
+    key = (*hashes, name)
     if key not in _REGENERATED:
         _REGENERATED[key] = golden.compute_case(spec, spec.case(name))
     return _REGENERATED[key]
 
 
 def _against_regeneration(spec: Spec, file: str, stored: golden.GoldenCase,
-                          stale: list[str], reference_hash: str) -> list[GoldenProblem]:
+                          stale: list[str], hashes: tuple[str, str]) -> list[GoldenProblem]:
     """The stored case against the reference run in memory: a hand-edited number whose sha256
-    was recomputed, or a spec edited without a regen, shows up here."""
+    was recomputed, or a spec edited without a regen, shows up here. ``hashes``: the spec's
+    content hash and its reference's, as :func:`verify` computed them."""
     try:
-        fresh = _regenerated(spec, stored.name, reference_hash)
+        fresh = _regenerated(spec, stored.name, hashes)
     except PosencError as exc:
         return [GoldenProblem(spec.id, file, stored.name, None, f"cannot regenerate: {exc}")]
     why = "; ".join(stale) if stale else "drifted: edited after it was generated"
