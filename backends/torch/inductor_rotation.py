@@ -89,14 +89,15 @@ def _in_place_blocks(flat: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     heads, seq, dim = flat.shape
     rows = max(1, INPLACE_TILE_BYTES // (dim * flat.element_size()))
     if rows >= seq:
-        for start in range(0, heads, rows // seq):
-            yield flat[start:start + rows // seq], cos, sin
+        per_block = rows // seq
+        for start in range(0, heads, per_block):
+            yield flat[start:start + per_block], cos, sin
         return
+    ranges = [(start, _dynamic(cos[start:start + rows], 0), _dynamic(sin[start:start + rows], 0))
+              for start in range(0, seq, rows)]  # the same rows of cos and sin for every head
     for head in range(heads):
-        for start in range(0, seq, rows):
-            end = start + rows
-            yield (flat[head:head + 1, start:end], _dynamic(cos[start:end], 0),
-                   _dynamic(sin[start:end], 0))
+        for start, range_cos, range_sin in ranges:
+            yield flat[head:head + 1, start:start + rows], range_cos, range_sin
 
 
 def _fits(x: torch.Tensor, target: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
