@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .vllm_observer import zeros_like_output
+
 ROTATE = "apply_rotary_pos_emb"
 # and DeepSeek-style MLA's, which de-interleaves as it rotates (Mistral 4, Youtu)
 ROTATIONS = (ROTATE, "apply_rotary_pos_emb_interleave")
@@ -72,11 +74,6 @@ def _run(model: Any, attentions: dict[int, Any], tokens: Any,
             return out
         return call
 
-    def stub(op: Any) -> Any:
-        def forward(q: Any, *args: Any, output_shape: Any = None, **kwargs: Any) -> Any:
-            return q.new_zeros(output_shape or (q.shape[0], op.num_heads * op.head_size_v))
-        return forward
-
     hooks = [a.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i))
              for i, a in attentions.items()]
     hooks += [a.register_forward_hook(lambda _m, _a, _o: current.__setitem__(0, -1))
@@ -85,7 +82,7 @@ def _run(model: Any, attentions: dict[int, Any], tokens: Any,
         for (m, name), original in originals.items():
             setattr(m, name, recorded(original))
         for a in attentions.values():
-            a.attn.forward = stub(a.attn)
+            a.attn.forward = zeros_like_output(a.attn)
         with torch.no_grad(), _forward_context(model):
             model(input_ids=tokens, positions=positions)
     finally:

@@ -7,7 +7,8 @@ heads); vLLM 0.32's model classes still read the checkpoint's original keys, and
 that transformers saved raises ``AttributeError`` in them. Each key below is derived from
 the transformers config the sweep built, so it states the same model (the same head size,
 rotary width, base and layer plan) the way the checkpoint's ``config.json`` spells it; the
-report lists the keys added. Keys the config already has are never replaced.
+report lists the keys added. Keys the config already has are kept, but those of
+:data:`REWRITTEN`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def _mimo_v2(config: Config) -> Config:
             "partial_rotary_factor": _rope(config, "partial_rotary_factor", 1.0)}
 
 
+# Keys whose saved value is rewritten, not only filled in: DBRX's attn_config gains the
+# rope_theta vLLM reads there, and LFM2-MoE's num_dense_layers leaves one MoE layer (vLLM
+# requires one; the shrunk config's layers were all dense)
+REWRITTEN = ("attn_config", "num_dense_layers")
+
 # model_type -> the keys its checkpoint's config.json states, from the transformers config
 HUB_KEYS: dict[str, Callable[[Config], Config]] = {
     "afmoe": lambda c: {"score_func": "sigmoid", "route_norm": True, "n_group": 1,
@@ -90,7 +96,7 @@ def add(config_json: Path) -> dict[str, Any]:
         return {}
     added: dict[str, Any] = {}
     for key, value in derive(config).items():
-        if key in ("attn_config", "num_dense_layers") or config.get(key) is None:
+        if key in REWRITTEN or config.get(key) is None:
             if value is not None and config.get(key) != value:
                 added[key] = value
     config.update(added)

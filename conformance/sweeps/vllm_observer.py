@@ -226,7 +226,7 @@ def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | 
 
     rope.forward = counted
     for stub in stubs:
-        stub.forward = _zeros_like_output(stub)
+        stub.forward = zeros_like_output(stub)
     positions = torch.arange(4, dtype=torch.long)
     if "MRotary" in type(rope).__name__ or getattr(rope, "mrope_section", None):
         positions = positions.expand(3, -1).contiguous()
@@ -245,7 +245,7 @@ def rotates_in_forward(model: Any, name: str, rope: Any, hidden: int) -> bool | 
     return bool(calls)
 
 
-def _zeros_like_output(attention: Any) -> Any:
+def zeros_like_output(attention: Any) -> Any:
     """A stand-in for vLLM's attention op: zeros of its output's shape (``[tokens, heads *
     head_size_v]``, which differs from q's where the value heads are narrower, MiMo-V2's;
     a wrong shape corrupts the CPU linear layer after it)."""
